@@ -1,0 +1,1 @@
+//! Loom models of tollgate live in `tests/`; this library is empty on purpose.

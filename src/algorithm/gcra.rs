@@ -1,0 +1,101 @@
+//! GCRA (generic cell rate algorithm): the token bucket and the leaky-bucket shaper.
+//!
+//! With emission interval `T = period / limit` (whole nanoseconds, rounded down) and
+//! capacity `burst`, the state is the theoretical arrival time `TAT` and a request of
+//! cost `n` at time `t` is admitted iff `max(TAT, t) + n·T − t ≤ burst·T`, after which
+//! `TAT = max(TAT, t) + n·T`. This is decision for decision what `governor` does
+//! (its tolerance `τ = (burst − 1)·T` plus the first cell's `T`).
+//!
+//! Stale readings: once any request has been decided at time `e`, `TAT > e` (an
+//! admission adds at least `T`; a denial of `n ≤ burst` implies `TAT > e`), so a reading
+//! `t ≤ e` yields the same `max(TAT, t) = TAT`: the new state is exactly what a fresh
+//! reading would give, and the admission test `TAT + n·T − t ≤ burst·T` is only
+//! stricter. An old reading can never re-earn capacity.
+
+use super::HORIZON_NS;
+use crate::{ConfigError, Decision, Quota};
+use std::time::Duration;
+
+/// Validated GCRA parameters.
+///
+/// State layout: the whole `u64` is `TAT`, nanoseconds since the clock's zero at which
+/// the bucket is full again. `0` is a full bucket (a fresh key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Gcra {
+    /// Emission interval `T`, ns per request.
+    t: u64,
+    /// `burst · T`, ns.
+    tau: u64,
+    burst: u32,
+    /// LeakyBucket: report the hold time in `Decision::delay`.
+    shaper: bool,
+}
+
+impl Gcra {
+    pub(crate) fn new(quota: Quota, period: u64, shaper: bool) -> Result<Self, ConfigError> {
+        let t = period / u64::from(quota.limit());
+        if t == 0 {
+            return Err(ConfigError::RateTooHigh {
+                limit: quota.limit(),
+                period: quota.period(),
+            });
+        }
+        let burst = quota.burst();
+        let tau = u128::from(t) * u128::from(burst);
+        if tau > u128::from(HORIZON_NS) {
+            let span = u64::try_from(tau).unwrap_or(u64::MAX);
+            return Err(ConfigError::PeriodTooLong {
+                span: Duration::from_nanos(span),
+                max: Duration::from_nanos(HORIZON_NS),
+            });
+        }
+        Ok(Gcra {
+            t,
+            // tau <= HORIZON_NS < u64::MAX by the check above.
+            tau: tau as u64,
+            burst,
+            shaper,
+        })
+    }
+
+    /// The emission interval in nanoseconds.
+    #[cfg(test)]
+    pub(crate) fn interval(&self) -> u64 {
+        self.t
+    }
+
+    pub(crate) fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    /// `now <= HORIZON_NS`, `tat <= HORIZON_NS + tau` (an invariant of the states this
+    /// function produces) and `cost <= burst` (checked by the caller): every sum below
+    /// stays under `2^64`.
+    #[inline]
+    pub(crate) fn step(&self, tat: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
+        let base = tat.max(now);
+        let weight = u64::from(cost) * self.t;
+        let new_tat = base + weight;
+        let horizon = now + self.tau;
+        if new_tat <= horizon {
+            let remaining = ((horizon - new_tat) / self.t) as u32;
+            let delay = if self.shaper { base - now } else { 0 };
+            let d = Decision::allow(self.burst, remaining, new_tat - now, delay);
+            let next = if cost == 0 { None } else { Some(new_tat) };
+            (next, d)
+        } else {
+            let remaining = (horizon.saturating_sub(base) / self.t) as u32;
+            (
+                None,
+                Decision::deny(self.burst, remaining, base - now, new_tat - horizon),
+            )
+        }
+    }
+
+    /// A bucket that is full again (`TAT <= now`) decides like a fresh one.
+    #[inline]
+    #[allow(dead_code)] // used by the keyed table
+    pub(crate) fn is_idle(&self, tat: u64, now: u64) -> bool {
+        tat <= now
+    }
+}

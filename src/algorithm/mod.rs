@@ -1,0 +1,216 @@
+//! The five algorithms, as pure, allocation-free step functions.
+//!
+//! Each packed algorithm is a function `(params, state: u64, now, cost) -> (Option<new
+//! state>, Decision)`: `None` means "leave the state as it is" (a denial, or a zero-cost
+//! peek), so the cell skips the compare-and-swap. The sliding log works on a ring of
+//! timestamps behind a lock instead.
+//!
+//! All time is `u64` nanoseconds since the clock's zero, clamped to [`HORIZON_NS`]
+//! (about 146 years) so that every sum the algorithms make fits in a `u64` and every
+//! product in a `u128`.
+
+pub(crate) mod fixed_window;
+pub(crate) mod gcra;
+pub(crate) mod sliding_log;
+pub(crate) mod sliding_window;
+
+use crate::clock::duration_to_nanos;
+use crate::{ConfigError, Decision, Quota};
+use std::time::Duration;
+
+/// The latest time the engine represents: 2^62 ns, about 146 years after the clock's
+/// zero. Readings past it are treated as this time; quotas whose spans exceed it are
+/// refused at build time.
+pub(crate) const HORIZON_NS: u64 = 1 << 62;
+
+/// The largest limit the sliding log accepts (it stores one timestamp per request).
+pub(crate) const SLIDING_LOG_MAX_LIMIT: u32 = 1 << 16;
+
+/// Which rate-limiting algorithm a limiter runs.
+///
+/// | algorithm | guarantee | state per key |
+/// |---|---|---|
+/// | `TokenBucket` | GCRA: at most `burst + t/T` in any span `t`, `T = period/limit` | 8 bytes |
+/// | `LeakyBucket` | admits as `TokenBucket`, and [`Decision::delay`] spaces releases by `T` | 8 bytes |
+/// | `FixedWindow` | at most `limit` per aligned window `[k·P, (k+1)·P)` | 8 bytes |
+/// | `SlidingWindow` | weighted counter: `prev·(P−e)/P + curr ≤ limit` | 8 bytes |
+/// | `SlidingLog` | exact: at most `limit` in every interval `(t−P, t]` | `8 × limit` bytes |
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, Quota, RateLimiter};
+///
+/// for algorithm in Algorithm::ALL {
+///     let limiter = RateLimiter::builder(algorithm, Quota::per_second(5)).build()?;
+///     assert!(limiter.check().is_allowed());
+/// }
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// GCRA token bucket: smooth refill at `limit/period`, bursts up to `burst`.
+    TokenBucket,
+    /// The shaper: admits what `TokenBucket` admits and says how long to delay each
+    /// admitted request so releases are evenly spaced (nginx `limit_req` with `burst`).
+    LeakyBucket,
+    /// At most `limit` per window, windows aligned to the clock's zero.
+    FixedWindow,
+    /// Sliding window counter: the previous window's count, weighted by how much of it
+    /// still overlaps the sliding period, plus the current count.
+    SlidingWindow,
+    /// Exact sliding log: a ring of the last `limit` admission timestamps.
+    SlidingLog,
+}
+
+impl Algorithm {
+    /// All five algorithms, in declaration order.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// assert_eq!(tollgate::Algorithm::ALL.len(), 5);
+    /// ```
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+    ];
+
+    /// Whether this algorithm's state fits in one atomic `u64`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::Algorithm;
+    /// assert!(Algorithm::TokenBucket.is_packed());
+    /// assert!(!Algorithm::SlidingLog.is_packed());
+    /// ```
+    #[must_use]
+    pub const fn is_packed(self) -> bool {
+        !matches!(self, Algorithm::SlidingLog)
+    }
+}
+
+/// Parameters of a packed algorithm, validated and precomputed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PackedParams {
+    Gcra(gcra::Gcra),
+    Fixed(fixed_window::FixedWindow),
+    Sliding(sliding_window::SlidingWindow),
+}
+
+impl PackedParams {
+    /// One decision: the new state (`None` to leave it) and the decision.
+    #[inline]
+    pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
+        match self {
+            PackedParams::Gcra(p) => p.step(state, now, cost),
+            PackedParams::Fixed(p) => p.step(state, now, cost),
+            PackedParams::Sliding(p) => p.step(state, now, cost),
+        }
+    }
+
+    /// Whether `state` says nothing any more at `now`: it decides exactly as the
+    /// fresh state `0` would, now and at every later time.
+    #[inline]
+    #[allow(dead_code)] // used by the keyed table
+    pub(crate) fn is_idle(&self, state: u64, now: u64) -> bool {
+        match self {
+            PackedParams::Gcra(p) => p.is_idle(state, now),
+            PackedParams::Fixed(p) => p.is_idle(state, now),
+            PackedParams::Sliding(p) => p.is_idle(state, now),
+        }
+    }
+
+    /// The largest cost ever admitted at once.
+    #[inline]
+    pub(crate) fn capacity(&self) -> u32 {
+        match self {
+            PackedParams::Gcra(p) => p.burst(),
+            PackedParams::Fixed(p) => p.limit(),
+            PackedParams::Sliding(p) => p.limit(),
+        }
+    }
+}
+
+/// Validated parameters of any algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Params {
+    Packed(PackedParams),
+    Log(sliding_log::SlidingLog),
+}
+
+impl Params {
+    /// Checks `quota` for `algorithm` and precomputes its parameters.
+    pub(crate) fn new(algorithm: Algorithm, quota: Quota) -> Result<Self, ConfigError> {
+        let limit = quota.limit();
+        if limit == 0 {
+            return Err(ConfigError::ZeroLimit);
+        }
+        let period = duration_to_nanos(quota.period());
+        if period == 0 {
+            return Err(ConfigError::ZeroPeriod);
+        }
+        if period > HORIZON_NS {
+            return Err(ConfigError::PeriodTooLong {
+                span: quota.period(),
+                max: Duration::from_nanos(HORIZON_NS),
+            });
+        }
+        let burst = quota.burst();
+        if burst == 0 {
+            return Err(ConfigError::ZeroBurst);
+        }
+        if !matches!(algorithm, Algorithm::TokenBucket | Algorithm::LeakyBucket) {
+            if let Some(b) = quota.explicit_burst() {
+                if b != limit {
+                    return Err(ConfigError::BurstNotSupported {
+                        algorithm,
+                        burst: b,
+                        limit,
+                    });
+                }
+            }
+        }
+        Ok(match algorithm {
+            Algorithm::TokenBucket | Algorithm::LeakyBucket => {
+                let shaper = algorithm == Algorithm::LeakyBucket;
+                Params::Packed(PackedParams::Gcra(gcra::Gcra::new(quota, period, shaper)?))
+            }
+            Algorithm::FixedWindow => Params::Packed(PackedParams::Fixed(
+                fixed_window::FixedWindow::new(quota, period)?,
+            )),
+            Algorithm::SlidingWindow => Params::Packed(PackedParams::Sliding(
+                sliding_window::SlidingWindow::new(quota, period)?,
+            )),
+            Algorithm::SlidingLog => Params::Log(sliding_log::SlidingLog::new(quota, period)?),
+        })
+    }
+
+    /// The largest cost ever admitted at once.
+    #[allow(dead_code)] // used by the keyed table
+    pub(crate) fn capacity(&self) -> u32 {
+        match self {
+            Params::Packed(p) => p.capacity(),
+            Params::Log(l) => l.limit(),
+        }
+    }
+}
+
+/// Bits needed to hold every count from 0 to `limit`.
+pub(crate) const fn count_bits(limit: u32) -> u32 {
+    32 - limit.leading_zeros()
+}
+
+/// The shortest period (ns) whose window index, over the whole horizon, fits in
+/// `index_bits` bits: `HORIZON_NS / period < 2^index_bits`.
+pub(crate) fn min_window_period(index_bits: u32) -> u64 {
+    if index_bits >= 63 {
+        return 1;
+    }
+    // period > HORIZON / 2^bits  <=>  period >= HORIZON / 2^bits + 1
+    (HORIZON_NS >> index_bits) + 1
+}

@@ -1,0 +1,148 @@
+//! Exact sliding log: a ring of the last `limit` admission timestamps.
+//!
+//! A request of cost `n` at time `t` is admitted iff fewer than `limit − n + 1` of the
+//! logged admissions fall in `(t − P, t]`, that is, iff the `n`-th oldest entry of the
+//! ring is empty or at most `t − P`. Then the `n` oldest entries are overwritten with
+//! `t`. The ring holds timestamps in admission order, so at most `limit` admissions lie
+//! in any interval `(t − P, t]`.
+
+use super::SLIDING_LOG_MAX_LIMIT;
+use crate::{ConfigError, Decision, Quota};
+
+/// A ring slot that has never held an admission.
+const EMPTY: u64 = u64::MAX;
+
+/// Validated sliding-log parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlidingLog {
+    period: u64,
+    limit: u32,
+}
+
+/// The per-key state: `limit` timestamps, oldest at `head`, in admission order.
+#[derive(Debug)]
+pub(crate) struct Ring {
+    head: u32,
+    /// The newest timestamp ever logged (EMPTY if none): the state's time.
+    newest: u64,
+    ts: Box<[u64]>,
+}
+
+impl Ring {
+    /// An empty ring for `params`, allocated once.
+    pub(crate) fn new(params: &SlidingLog) -> Self {
+        Ring {
+            head: 0,
+            newest: EMPTY,
+            ts: vec![EMPTY; params.limit as usize].into_boxed_slice(),
+        }
+    }
+
+    /// Forgets every admission (the ring becomes fresh), keeping its allocation.
+    #[allow(dead_code)] // used by the keyed table
+    pub(crate) fn clear(&mut self) {
+        self.head = 0;
+        self.newest = EMPTY;
+        self.ts.fill(EMPTY);
+    }
+
+    /// Bytes this ring owns on the heap.
+    #[allow(dead_code)] // used by the keyed table
+    pub(crate) fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.ts)
+    }
+
+    /// The `i`-th oldest entry.
+    #[inline]
+    fn entry(&self, i: u32) -> u64 {
+        let len = self.ts.len() as u64;
+        self.ts[((u64::from(self.head) + u64::from(i)) % len) as usize]
+    }
+}
+
+impl SlidingLog {
+    pub(crate) fn new(quota: Quota, period: u64) -> Result<Self, ConfigError> {
+        let limit = quota.limit();
+        if limit > SLIDING_LOG_MAX_LIMIT {
+            return Err(ConfigError::LogTooLarge {
+                limit,
+                max: SLIDING_LOG_MAX_LIMIT,
+            });
+        }
+        Ok(SlidingLog { period, limit })
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Bytes of ring per key.
+    pub(crate) fn ring_bytes(&self) -> usize {
+        self.limit as usize * std::mem::size_of::<u64>()
+    }
+
+    /// Whether an entry no longer lies in `(now − P, now]`.
+    #[inline]
+    fn expired(&self, ts: u64, now: u64) -> bool {
+        // ts <= HORIZON_NS and period <= HORIZON_NS: no overflow.
+        ts == EMPTY || ts + self.period <= now
+    }
+
+    /// Entries still in the window at `now`.
+    fn active(&self, ring: &Ring, now: u64) -> u32 {
+        // Entries are in admission order, so the expired ones are a prefix.
+        let (mut lo, mut hi) = (0u32, self.limit);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.expired(ring.entry(mid), now) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        self.limit - lo
+    }
+
+    /// `now <= HORIZON_NS`, `cost <= limit`.
+    pub(crate) fn step(&self, ring: &mut Ring, now: u64, cost: u32) -> Decision {
+        // A reading older than the newest admission is treated as that admission's time.
+        let now = if ring.newest == EMPTY {
+            now
+        } else {
+            now.max(ring.newest)
+        };
+        let reset = |ring: &Ring| {
+            if ring.newest == EMPTY || self.expired(ring.newest, now) {
+                0
+            } else {
+                ring.newest + self.period - now
+            }
+        };
+        if cost == 0 {
+            let active = self.active(ring, now);
+            return Decision::allow(self.limit, self.limit - active, reset(ring), 0);
+        }
+        let nth_oldest = ring.entry(cost - 1);
+        if self.expired(nth_oldest, now) {
+            let len = self.limit;
+            for i in 0..cost {
+                let idx = ((u64::from(ring.head) + u64::from(i)) % u64::from(len)) as usize;
+                ring.ts[idx] = now;
+            }
+            ring.head = ((u64::from(ring.head) + u64::from(cost)) % u64::from(len)) as u32;
+            ring.newest = now;
+            let active = self.active(ring, now);
+            Decision::allow(self.limit, self.limit - active, reset(ring), 0)
+        } else {
+            let active = self.active(ring, now);
+            let retry = nth_oldest + self.period - now;
+            Decision::deny(self.limit, self.limit - active, reset(ring), retry)
+        }
+    }
+
+    /// Idle when every logged admission has left the window.
+    #[allow(dead_code)] // used by the keyed table
+    pub(crate) fn is_idle(&self, ring: &Ring, now: u64) -> bool {
+        self.expired(ring.newest, now)
+    }
+}

@@ -1,0 +1,191 @@
+//! Sliding window counter: the previous window's count weighted by how much of it the
+//! sliding period still covers, plus the current window's count.
+//!
+//! At time `t = k·P + e` a request of cost `n` is admitted iff
+//! `prev·(P − e) + (curr + n)·P ≤ limit·P`, in exact integer arithmetic (`u128`).
+
+use super::{count_bits, min_window_period};
+use crate::{Algorithm, ConfigError, Decision, Quota};
+use std::time::Duration;
+
+/// Validated sliding-window parameters.
+///
+/// State layout, with `c = count_bits(limit)`:
+///
+/// ```text
+///  63                 2c  2c-1        c  c-1        0
+/// +---------------------+--------------+-------------+
+/// |  window index k     |  prev count  |  curr count |
+/// +---------------------+--------------+-------------+
+/// ```
+///
+/// `prev` is the count of window `k − 1`, `curr` that of window `k`. The index is the
+/// full `t / P`: `build` refuses quotas for which `HORIZON_NS / P` does not fit in
+/// `64 − 2c` bits, so it never wraps and an idle key always reads as expired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlidingWindow {
+    period: u64,
+    limit: u32,
+    shift: u32,
+}
+
+/// A sliding-window state, unpacked and rolled forward to the decision's window.
+struct View {
+    k: u64,
+    /// Time into window `k`.
+    e: u64,
+    prev: u32,
+    curr: u32,
+}
+
+impl SlidingWindow {
+    pub(crate) fn new(quota: Quota, period: u64) -> Result<Self, ConfigError> {
+        let limit = quota.limit();
+        let shift = count_bits(limit);
+        let too_fine = |min: u64| ConfigError::WindowTooFine {
+            algorithm: Algorithm::SlidingWindow,
+            limit,
+            period: quota.period(),
+            min_period: Duration::from_nanos(min),
+        };
+        if 2 * shift >= 64 {
+            return Err(too_fine(u64::MAX));
+        }
+        let min = min_window_period(64 - 2 * shift);
+        if period < min {
+            return Err(too_fine(min));
+        }
+        Ok(SlidingWindow {
+            period,
+            limit,
+            shift,
+        })
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    #[inline]
+    fn view(&self, state: u64, now: u64) -> View {
+        let mask = (1u64 << self.shift) - 1;
+        let stored = state >> (2 * self.shift);
+        let stored_prev = ((state >> self.shift) & mask) as u32;
+        let stored_curr = (state & mask) as u32;
+        let current = now / self.period;
+        if current < stored {
+            // A reading older than the state's window: treat it as that window's start,
+            // where the previous window weighs the most.
+            return View {
+                k: stored,
+                e: 0,
+                prev: stored_prev,
+                curr: stored_curr,
+            };
+        }
+        let e = now - current * self.period;
+        let (prev, curr) = match current - stored {
+            0 => (stored_prev, stored_curr),
+            1 => (stored_curr, 0),
+            _ => (0, 0),
+        };
+        View {
+            k: current,
+            e,
+            prev,
+            curr,
+        }
+    }
+
+    /// `prev·(P − e) + (curr + n)·P`, the weighted count of a request of cost `n`.
+    #[inline]
+    fn weight(&self, prev: u32, e: u64, curr: u32, n: u32) -> u128 {
+        let p = u128::from(self.period);
+        u128::from(prev) * (p - u128::from(e)) + (u128::from(curr) + u128::from(n)) * p
+    }
+
+    /// How many cost-1 requests still fit at `(prev, e, curr)`.
+    #[inline]
+    fn remaining(&self, v: &View) -> u32 {
+        let p = u128::from(self.period);
+        let budget = u128::from(self.limit) * p;
+        let used = u128::from(v.prev) * (p - u128::from(v.e));
+        let fits = budget.saturating_sub(used) / p;
+        // fits <= limit < 2^32.
+        (fits as u32).saturating_sub(v.curr)
+    }
+
+    /// The exact shortest wait (ns) from `v` until a request of cost `n <= limit` fits,
+    /// if nothing else arrives.
+    fn wait(&self, v: &View, n: u32) -> u64 {
+        let p = self.period;
+        let limit = u128::from(self.limit);
+        // Within window k: prev·(P − e') <= (limit − curr − n)·P.
+        if u128::from(v.curr) + u128::from(n) <= limit {
+            if v.prev == 0 {
+                return 0;
+            }
+            let slack = (limit - u128::from(v.curr) - u128::from(n)) * u128::from(p);
+            // The largest overlap P − e' the previous window may still have.
+            let overlap = slack / u128::from(v.prev);
+            if overlap >= u128::from(p) {
+                return 0;
+            }
+            if overlap > 0 {
+                // overlap < P, so e_min in (0, P).
+                let e_min = p - overlap as u64;
+                return e_min.saturating_sub(v.e);
+            }
+        }
+        // In window k + 1: curr becomes prev; curr·(P − e') <= (limit − n)·P.
+        let e_next = if v.curr == 0 {
+            0
+        } else {
+            let overlap = (limit - u128::from(n)) * u128::from(p) / u128::from(v.curr);
+            u128::from(p).saturating_sub(overlap) as u64
+        };
+        (p - v.e) + e_next
+    }
+
+    /// `now <= HORIZON_NS`, `cost <= limit`.
+    #[inline]
+    pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
+        let v = self.view(state, now);
+        let budget = u128::from(self.limit) * u128::from(self.period);
+        if self.weight(v.prev, v.e, v.curr, cost) <= budget {
+            let after = View {
+                curr: v.curr + cost,
+                ..v
+            };
+            let d = Decision::allow(
+                self.limit,
+                self.remaining(&after),
+                self.wait(&after, self.limit),
+                0,
+            );
+            if cost == 0 {
+                return (None, d);
+            }
+            let packed = (after.k << (2 * self.shift))
+                | (u64::from(after.prev) << self.shift)
+                | u64::from(after.curr);
+            (Some(packed), d)
+        } else {
+            let d = Decision::deny(
+                self.limit,
+                self.remaining(&v),
+                self.wait(&v, self.limit),
+                self.wait(&v, cost),
+            );
+            (None, d)
+        }
+    }
+
+    /// Idle when neither count weighs anything now or later.
+    #[inline]
+    #[allow(dead_code)] // used by the keyed table
+    pub(crate) fn is_idle(&self, state: u64, now: u64) -> bool {
+        let v = self.view(state, now);
+        v.curr == 0 && v.prev == 0
+    }
+}

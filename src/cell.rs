@@ -1,0 +1,90 @@
+//! The only place with `compare_exchange`: one atomic word driven by a step function,
+//! and the locked ring of the sliding log.
+
+use crate::algorithm::sliding_log::{Ring, SlidingLog};
+use crate::algorithm::PackedParams;
+use crate::sync::{lock, AtomicU64, Mutex, Ordering};
+use crate::Decision;
+
+/// A packed algorithm's state in one atomic word.
+///
+/// Every decision is `load → step → compare_exchange`, retried on contention: the
+/// decision returned is the one whose state transition won, so concurrent callers are
+/// linearized exactly as if they had been served one at a time.
+#[derive(Debug, Default)]
+pub(crate) struct PackedCell {
+    state: AtomicU64,
+}
+
+impl PackedCell {
+    /// A cell in the fresh state `0`.
+    pub(crate) fn new() -> Self {
+        PackedCell {
+            state: AtomicU64::new(0),
+        }
+    }
+
+    /// Runs `f` on the current state until its replacement (if any) is installed
+    /// atomically. `f` returns `None` to leave the state untouched (no write at all).
+    ///
+    /// This is the one seam every algorithm plugs into (governor's
+    /// `measure_and_replace`). `f` may run several times under contention, so it must
+    /// be a pure function of the state it is given.
+    #[inline]
+    pub(crate) fn update<R>(&self, mut f: impl FnMut(u64) -> (Option<u64>, R)) -> R {
+        let mut current = self.state.load(Ordering::Acquire);
+        loop {
+            let (next, result) = f(current);
+            let Some(next) = next else {
+                return result;
+            };
+            match self.state.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return result,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// One decision of `params` at `now` for `cost`.
+    #[inline]
+    pub(crate) fn decide(&self, params: &PackedParams, now: u64, cost: u32) -> Decision {
+        self.update(|state| params.step(state, now, cost))
+    }
+
+    /// The current raw state.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn load(&self) -> u64 {
+        self.state.load(Ordering::Acquire)
+    }
+}
+
+/// The sliding log's ring behind a lock: the one algorithm whose state does not fit a
+/// word. Its memory is allocated once, when the cell is made.
+#[derive(Debug)]
+pub(crate) struct LogCell {
+    ring: Mutex<Ring>,
+}
+
+impl LogCell {
+    pub(crate) fn new(params: &SlidingLog) -> Self {
+        LogCell {
+            ring: Mutex::new(Ring::new(params)),
+        }
+    }
+
+    /// One decision of `params` at `now` for `cost`.
+    pub(crate) fn decide(&self, params: &SlidingLog, now: u64, cost: u32) -> Decision {
+        params.step(&mut lock(&self.ring), now, cost)
+    }
+
+    /// Runs `f` with the ring locked.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Ring) -> R) -> R {
+        f(&mut lock(&self.ring))
+    }
+}

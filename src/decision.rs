@@ -1,0 +1,191 @@
+//! The outcome of one rate-limiting decision.
+
+use std::time::Duration;
+
+/// What the limiter decided about one request, and what the caller needs to tell its
+/// client (IETF `RateLimit` headers, `Retry-After`, a shaper's hold time).
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+///
+/// let limiter = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(2))
+///     .clock(ManualClock::new())
+///     .build()?;
+/// let first = limiter.check();
+/// assert!(first.is_allowed());
+/// assert_eq!((first.limit(), first.remaining()), (2, 1));
+/// assert!(limiter.check().is_allowed());
+/// let third = limiter.check();
+/// assert!(!third.is_allowed());
+/// assert_eq!(third.retry_after(), Some(std::time::Duration::from_secs(1)));
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[must_use = "a Decision says whether the request may proceed"]
+pub struct Decision {
+    allowed: bool,
+    limit: u32,
+    remaining: u32,
+    reset_after_ns: u64,
+    retry_after_ns: u64,
+    delay_ns: u64,
+}
+
+impl Decision {
+    /// An admitted request.
+    #[inline]
+    pub(crate) const fn allow(
+        limit: u32,
+        remaining: u32,
+        reset_after_ns: u64,
+        delay_ns: u64,
+    ) -> Self {
+        Decision {
+            allowed: true,
+            limit,
+            remaining,
+            reset_after_ns,
+            retry_after_ns: 0,
+            delay_ns,
+        }
+    }
+
+    /// A denied request that would fit after `retry_after_ns`.
+    #[inline]
+    pub(crate) const fn deny(
+        limit: u32,
+        remaining: u32,
+        reset_after_ns: u64,
+        retry_after_ns: u64,
+    ) -> Self {
+        Decision {
+            allowed: false,
+            limit,
+            remaining,
+            reset_after_ns,
+            retry_after_ns,
+            delay_ns: 0,
+        }
+    }
+
+    /// Whether the request was admitted.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_hour(1)).build()?;
+    /// assert!(l.check().is_allowed());
+    /// assert!(!l.check().is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// The most requests the limiter admits at once: the burst for the buckets, the
+    /// limit for the windows and the log.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(100).with_burst(20)).build()?;
+    /// assert_eq!(l.check().limit(), 20);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// How many more requests of cost 1 would be admitted right now, after this one.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter, ManualClock};
+    /// let l = RateLimiter::builder(Algorithm::SlidingLog, Quota::per_minute(3))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert_eq!(l.check().remaining(), 2);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn remaining(&self) -> u32 {
+        self.remaining
+    }
+
+    /// How long until the full quota ([`limit`](Self::limit)) is available again, if
+    /// nothing else arrives. Zero when it already is.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{Algorithm, Quota, RateLimiter, ManualClock};
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert_eq!(l.check().reset_after(), Duration::from_millis(100));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn reset_after(&self) -> Duration {
+        Duration::from_nanos(self.reset_after_ns)
+    }
+
+    /// `None` when admitted; otherwise the exact wait after which the same request
+    /// would be admitted if nothing else arrives (never too early).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{Algorithm, Quota, RateLimiter, ManualClock};
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert_eq!(l.check_n(10)?.retry_after(), None);
+    /// assert_eq!(l.check().retry_after(), Some(Duration::from_millis(100)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn retry_after(&self) -> Option<Duration> {
+        if self.allowed {
+            None
+        } else {
+            Some(Duration::from_nanos(self.retry_after_ns))
+        }
+    }
+
+    /// For `LeakyBucket`: how long to hold this admitted request so that releases are
+    /// evenly spaced at the quota's rate. Zero for the other algorithms and for denials.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{Algorithm, Quota, RateLimiter, ManualClock};
+    /// let l = RateLimiter::builder(Algorithm::LeakyBucket, Quota::per_second(10))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert_eq!(l.check().delay(), Duration::ZERO);
+    /// assert_eq!(l.check().delay(), Duration::from_millis(100));
+    /// assert_eq!(l.check().delay(), Duration::from_millis(200));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn delay(&self) -> Duration {
+        Duration::from_nanos(self.delay_ns)
+    }
+}

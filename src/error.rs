@@ -1,0 +1,159 @@
+//! Errors: configuration that can never work, and requests that can never fit.
+
+use crate::Algorithm;
+use std::fmt;
+use std::time::Duration;
+
+/// Why a limiter could not be built from the given quota and options.
+///
+/// Every message names the bound that was crossed.
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, ConfigError, Quota, RateLimiter};
+///
+/// let err = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(0))
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err, ConfigError::ZeroLimit);
+/// assert!(err.to_string().contains("limit"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The quota allows zero requests per period.
+    ZeroLimit,
+    /// The quota's period is zero.
+    ZeroPeriod,
+    /// The burst is zero.
+    ZeroBurst,
+    /// A window algorithm was given a burst other than its limit.
+    BurstNotSupported {
+        /// The algorithm that has no burst.
+        algorithm: Algorithm,
+        /// The burst asked for.
+        burst: u32,
+        /// The quota's limit, the only burst a window accepts.
+        limit: u32,
+    },
+    /// More than one request per nanosecond: the emission interval would round to zero.
+    RateTooHigh {
+        /// The quota's limit.
+        limit: u32,
+        /// The quota's period.
+        period: Duration,
+    },
+    /// A span the engine must represent (the period, or burst × emission interval for
+    /// the buckets) exceeds the engine's time horizon.
+    PeriodTooLong {
+        /// The span that does not fit.
+        span: Duration,
+        /// The longest span the engine represents.
+        max: Duration,
+    },
+    /// A window quota whose counts and window index do not fit together in one
+    /// 64-bit word over the engine's time horizon.
+    WindowTooFine {
+        /// The window algorithm.
+        algorithm: Algorithm,
+        /// The quota's limit.
+        limit: u32,
+        /// The quota's period.
+        period: Duration,
+        /// The shortest period that fits this limit.
+        min_period: Duration,
+    },
+    /// The sliding log keeps one timestamp per request of the limit; this one is too big.
+    LogTooLarge {
+        /// The quota's limit.
+        limit: u32,
+        /// The largest limit the sliding log accepts.
+        max: u32,
+    },
+    /// A keyed limiter was asked to hold zero keys, or more than it can address.
+    InvalidCapacity {
+        /// The capacity asked for.
+        requested: usize,
+        /// The largest capacity accepted.
+        max: usize,
+    },
+    /// The shard count is zero, not a power of two, or larger than the capacity.
+    InvalidShards {
+        /// The shard count asked for.
+        requested: usize,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ZeroLimit => write!(f, "quota limit is zero: a limit must allow at least 1 request per period"),
+            ConfigError::ZeroPeriod => write!(f, "quota period is zero: a period must be at least 1 ns"),
+            ConfigError::ZeroBurst => write!(f, "burst is zero: a burst must be at least 1 request"),
+            ConfigError::BurstNotSupported { algorithm, burst, limit } => write!(
+                f,
+                "{algorithm:?} has no burst beyond its limit: got burst {burst}, the only accepted burst is the limit {limit}"
+            ),
+            ConfigError::RateTooHigh { limit, period } => write!(
+                f,
+                "quota of {limit} per {period:?} is more than 1 request per nanosecond, the finest rate the engine represents"
+            ),
+            ConfigError::PeriodTooLong { span, max } => write!(
+                f,
+                "quota spans {span:?}, longer than the engine's horizon of {max:?} (about 146 years)"
+            ),
+            ConfigError::WindowTooFine { algorithm, limit, period, min_period } => write!(
+                f,
+                "{algorithm:?} packs its counts and window index into 64 bits: a limit of {limit} needs a period of at least {min_period:?}, got {period:?} (use a longer period or TokenBucket)"
+            ),
+            ConfigError::LogTooLarge { limit, max } => write!(
+                f,
+                "SlidingLog keeps one 8-byte timestamp per request of the limit: limit {limit} exceeds the maximum of {max} (use SlidingWindow for large limits)"
+            ),
+            ConfigError::InvalidCapacity { requested, max } => write!(
+                f,
+                "capacity {requested} is out of range: a keyed limiter holds between 1 and {max} keys"
+            ),
+            ConfigError::InvalidShards { requested } => write!(
+                f,
+                "shard count {requested} is invalid: it must be a power of two, at least 1 and at most the table's slot count"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A request whose cost exceeds the limiter's capacity: it could never be admitted,
+/// however long the caller waits (as opposed to a denial, which means "not now").
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, InsufficientCapacity, Quota, RateLimiter};
+///
+/// let limiter = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10)).build()?;
+/// let err = limiter.check_n(11).unwrap_err();
+/// assert_eq!(err, InsufficientCapacity { requested: 11, capacity: 10 });
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InsufficientCapacity {
+    /// The cost asked for.
+    pub requested: u32,
+    /// The most the limiter can ever admit at once.
+    pub capacity: u32,
+}
+
+impl fmt::Display for InsufficientCapacity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "request of cost {} can never fit: the limiter admits at most {} at once",
+            self.requested, self.capacity
+        )
+    }
+}
+
+impl std::error::Error for InsufficientCapacity {}

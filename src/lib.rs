@@ -1,0 +1,18 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+mod algorithm;
+mod cell;
+mod clock;
+mod decision;
+mod error;
+mod limiter;
+mod quota;
+mod sync;
+
+pub use algorithm::Algorithm;
+pub use clock::{Clock, ManualClock, QuantaClock};
+pub use decision::Decision;
+pub use error::{ConfigError, InsufficientCapacity};
+pub use limiter::{RateLimiter, RateLimiterBuilder};
+pub use quota::Quota;

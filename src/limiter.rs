@@ -1,0 +1,295 @@
+//! `RateLimiter`: one key, any algorithm, any clock.
+
+use crate::algorithm::sliding_log::SlidingLog;
+use crate::algorithm::{PackedParams, Params, HORIZON_NS};
+use crate::cell::{LogCell, PackedCell};
+use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
+use std::fmt;
+
+/// A rate limiter for one key (one client, one route, one whole service).
+///
+/// `Send + Sync`: share it by reference or `Arc` across threads; concurrent callers
+/// never get more than the quota between them.
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, Quota, RateLimiter};
+///
+/// let limiter = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(100).with_burst(20))
+///     .build()?;
+/// let admitted = (0..50).filter(|_| limiter.check().is_allowed()).count();
+/// assert!((20..=21).contains(&admitted)); // the burst, plus what refilled meanwhile
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+pub struct RateLimiter<C: Clock = QuantaClock> {
+    engine: Engine,
+    clock: C,
+    algorithm: Algorithm,
+    quota: Quota,
+}
+
+enum Engine {
+    Packed(PackedParams, PackedCell),
+    Log(SlidingLog, LogCell),
+}
+
+impl RateLimiter {
+    /// Starts building a limiter running `algorithm` on `quota`, with the default
+    /// [`QuantaClock`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::builder(Algorithm::SlidingWindow, Quota::per_minute(60))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert!(limiter.check().is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn builder(algorithm: Algorithm, quota: Quota) -> RateLimiterBuilder<QuantaClock> {
+        RateLimiterBuilder {
+            algorithm,
+            quota,
+            clock: QuantaClock::new(),
+        }
+    }
+}
+
+/// Builds a [`RateLimiter`]; made by [`RateLimiter::builder`].
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+///
+/// let limiter: RateLimiter<ManualClock> = RateLimiter::builder(Algorithm::LeakyBucket, Quota::per_second(10))
+///     .clock(ManualClock::new())
+///     .build()?;
+/// # let _ = limiter;
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[must_use = "a builder does nothing until .build() is called"]
+#[derive(Clone, Debug)]
+pub struct RateLimiterBuilder<C: Clock> {
+    algorithm: Algorithm,
+    quota: Quota,
+    clock: C,
+}
+
+impl<C: Clock> RateLimiterBuilder<C> {
+    /// Uses `clock` instead of the default.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(1))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert!(limiter.check().is_allowed());
+    /// assert!(!limiter.check().is_allowed());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(limiter.check().is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn clock<C2: Clock>(self, clock: C2) -> RateLimiterBuilder<C2> {
+        RateLimiterBuilder {
+            algorithm: self.algorithm,
+            quota: self.quota,
+            clock,
+        }
+    }
+
+    /// Checks the quota and builds the limiter; all memory is allocated here.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] when the quota can never work or cannot be represented: zero
+    /// limit, period or burst; a burst on a window algorithm; more than one request per
+    /// nanosecond; spans past the engine's ~146-year horizon; window quotas too fine
+    /// for their packed layout; a sliding log larger than 65,536 entries.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, ConfigError, Quota, RateLimiter};
+    ///
+    /// let err = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(10).with_burst(5))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(matches!(err, ConfigError::BurstNotSupported { .. }));
+    /// ```
+    pub fn build(self) -> Result<RateLimiter<C>, ConfigError> {
+        let engine = match Params::new(self.algorithm, self.quota)? {
+            Params::Packed(p) => Engine::Packed(p, PackedCell::new()),
+            Params::Log(l) => Engine::Log(l, LogCell::new(&l)),
+        };
+        Ok(RateLimiter {
+            engine,
+            clock: self.clock,
+            algorithm: self.algorithm,
+            quota: self.quota,
+        })
+    }
+}
+
+impl<C: Clock> RateLimiter<C> {
+    /// Decides one request of cost 1, now.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(2)).build()?;
+    /// assert!(l.check().is_allowed());
+    /// assert!(l.check().is_allowed());
+    /// assert!(!l.check().is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check(&self) -> Decision {
+        // Every capacity is at least 1, so a cost of 1 always fits.
+        self.decide(1)
+    }
+
+    /// Decides one request of cost `n`, now. A cost of 0 changes nothing and reports
+    /// the current state.
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] when `n` exceeds the capacity (the burst for the
+    /// buckets, the limit for the others): such a request can never be admitted, which
+    /// is different from a denial ("not now").
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10)).build()?;
+    /// assert!(l.check_n(10)?.is_allowed());
+    /// assert!(!l.check_n(10)?.is_allowed());
+    /// assert!(l.check_n(11).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn check_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
+        let capacity = self.capacity();
+        if n > capacity {
+            return Err(InsufficientCapacity {
+                requested: n,
+                capacity,
+            });
+        }
+        Ok(self.decide(n))
+    }
+
+    #[inline]
+    fn decide(&self, n: u32) -> Decision {
+        let now = self.clock.now().min(HORIZON_NS);
+        match &self.engine {
+            Engine::Packed(params, cell) => cell.decide(params, now, n),
+            Engine::Log(params, cell) => cell.decide(params, now, n),
+        }
+    }
+
+    /// The most that can ever be admitted at once.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10).with_burst(3)).build()?;
+    /// assert_eq!(l.capacity(), 3);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn capacity(&self) -> u32 {
+        match &self.engine {
+            Engine::Packed(p, _) => p.capacity(),
+            Engine::Log(l, _) => l.limit(),
+        }
+    }
+
+    /// The algorithm this limiter runs.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::SlidingLog, Quota::per_second(3)).build()?;
+    /// assert_eq!(l.algorithm(), Algorithm::SlidingLog);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The quota this limiter enforces.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let q = Quota::per_minute(30);
+    /// let l = RateLimiter::builder(Algorithm::FixedWindow, q).build()?;
+    /// assert_eq!(l.quota(), q);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// The clock this limiter reads.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Clock, ManualClock, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(1))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert_eq!(l.clock().now(), 0);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Bytes this limiter occupies, including the sliding log's ring.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::SlidingLog, Quota::per_second(100)).build()?;
+    /// assert!(l.memory_bytes() >= 800);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn memory_bytes(&self) -> usize {
+        let ring = match &self.engine {
+            Engine::Packed(..) => 0,
+            Engine::Log(l, _) => l.ring_bytes(),
+        };
+        std::mem::size_of::<Self>() + ring
+    }
+}
+
+impl<C: Clock> fmt::Debug for RateLimiter<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("algorithm", &self.algorithm)
+            .field("quota", &self.quota)
+            .finish_non_exhaustive()
+    }
+}
