@@ -55,12 +55,6 @@ impl PackedCell {
     pub(crate) fn decide(&self, params: &PackedParams, now: u64, cost: u32) -> Decision {
         self.update(|state| params.step(state, now, cost))
     }
-
-    /// The current raw state.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn load(&self) -> u64 {
-        self.state.load(Ordering::Acquire)
-    }
 }
 
 /// The sliding log's ring behind a lock: the one algorithm whose state does not fit a
@@ -80,11 +74,5 @@ impl LogCell {
     /// One decision of `params` at `now` for `cost`.
     pub(crate) fn decide(&self, params: &SlidingLog, now: u64, cost: u32) -> Decision {
         params.step(&mut lock(&self.ring), now, cost)
-    }
-
-    /// Runs `f` with the ring locked.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Ring) -> R) -> R {
-        f(&mut lock(&self.ring))
     }
 }

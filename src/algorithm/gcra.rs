@@ -58,12 +58,6 @@ impl Gcra {
         })
     }
 
-    /// The emission interval in nanoseconds.
-    #[cfg(test)]
-    pub(crate) fn interval(&self) -> u64 {
-        self.t
-    }
-
     pub(crate) fn burst(&self) -> u32 {
         self.burst
     }

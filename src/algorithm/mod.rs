@@ -214,3 +214,6 @@ pub(crate) fn min_window_period(index_bits: u32) -> u64 {
     // period > HORIZON / 2^bits  <=>  period >= HORIZON / 2^bits + 1
     (HORIZON_NS >> index_bits) + 1
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,89 @@
+//! Properties of the step functions that the keyed table relies on: an idle state
+//! decides exactly as the fresh state `0`, and a state is never reported idle while it
+//! still remembers an admission that would change a decision.
+
+use super::*;
+use crate::Quota;
+
+fn packed(algorithm: Algorithm, quota: Quota) -> PackedParams {
+    match Params::new(algorithm, quota).expect("valid quota") {
+        Params::Packed(p) => p,
+        Params::Log(_) => unreachable!("packed algorithms only"),
+    }
+}
+
+fn quotas() -> Vec<Quota> {
+    vec![
+        Quota::new(1, Duration::from_nanos(1000)),
+        Quota::new(3, Duration::from_nanos(1000)),
+        Quota::new(7, Duration::from_nanos(999)).with_burst(7),
+        Quota::new(5, Duration::from_nanos(1_000_000)),
+    ]
+}
+
+#[test]
+fn idle_states_decide_like_fresh_ones() {
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    for algorithm in [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+    ] {
+        for quota in quotas() {
+            let params = packed(algorithm, quota);
+            let period = quota.period().as_nanos() as u64;
+            let (mut state, mut now) = (0u64, 0u64);
+            let mut idle_seen = 0;
+            for _ in 0..20_000 {
+                now += next(period * 3 / 2 + 1);
+                let cost = next(u64::from(params.capacity()) + 1) as u32;
+                if params.is_idle(state, now) {
+                    idle_seen += 1;
+                    // Every later time and cost: same decision as a fresh key.
+                    for _ in 0..4 {
+                        let later = now + next(3 * period);
+                        let c = next(u64::from(params.capacity()) + 1) as u32;
+                        assert_eq!(
+                            params.step(state, later, c),
+                            params.step(0, later, c),
+                            "{algorithm:?} {quota:?} state {state:#x} idle at {now}, differs at {later}"
+                        );
+                    }
+                }
+                if let (Some(s), _) = params.step(state, now, cost) {
+                    state = s;
+                    assert!(
+                        !params.is_idle(state, now) || cost == 0,
+                        "{algorithm:?}: idle right after admitting {cost}"
+                    );
+                }
+            }
+            assert!(
+                idle_seen > 100,
+                "{algorithm:?} {quota:?}: schedule never went idle"
+            );
+        }
+    }
+}
+
+#[test]
+fn sliding_log_is_idle_once_the_newest_entry_left_the_window() {
+    let quota = Quota::new(3, Duration::from_nanos(100));
+    let Params::Log(log) = Params::new(Algorithm::SlidingLog, quota).expect("valid") else {
+        unreachable!("sliding log")
+    };
+    let mut ring = sliding_log::Ring::new(&log);
+    assert!(log.is_idle(&ring, 0));
+    assert!(log.step(&mut ring, 10, 2).is_allowed());
+    assert!(!log.is_idle(&ring, 109));
+    assert!(log.is_idle(&ring, 110));
+    ring.clear();
+    assert!(log.is_idle(&ring, 0));
+}
