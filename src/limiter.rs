@@ -49,7 +49,6 @@ impl RateLimiter {
     /// assert!(limiter.check().is_allowed());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    #[must_use]
     pub fn builder(algorithm: Algorithm, quota: Quota) -> RateLimiterBuilder<QuantaClock> {
         RateLimiterBuilder {
             algorithm,

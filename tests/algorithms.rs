@@ -1,0 +1,518 @@
+//! Property tests of every algorithm through the public API (`RateLimiter` driven by a
+//! `ManualClock`) against reference models written here in a deliberately different
+//! formulation:
+//!
+//! - TokenBucket / LeakyBucket: a "debt" in nanoseconds that drains with elapsed time
+//!   (not a theoretical arrival time); the leaky bucket's delay is the debt.
+//! - FixedWindow: a `HashMap` from window number to count.
+//! - SlidingWindow: a `HashMap` of window counts, weighted in exact `u128` arithmetic.
+//! - SlidingLog: a `Vec` of every admitted timestamp, counted over `(t − P, t]`.
+//!
+//! Every model only answers "does a request of cost `n` fit at time `t`?". `remaining`
+//! is then the largest cost that fits, and `retry_after` / `reset_after` are the least
+//! waits after which the request (or a full-capacity request) fits, found by binary
+//! search on that predicate — never by the closed forms the implementation uses.
+//!
+//! Schedules are random (seeded; the seed is printed on failure and can be replayed
+//! with `TOLLGATE_SEED=<seed>`), 10,000 steps per algorithm and quota.
+
+mod common;
+
+use common::{manual, ns, quota, seed, with_seed};
+use std::collections::HashMap;
+use std::time::Duration;
+use tollgate::{Algorithm, Quota};
+
+const STEPS: usize = 10_000;
+
+/// A reference model: the admission predicate and the state change of an admission.
+trait Model {
+    /// Whether a request of cost `n` is admitted at `t` (`t` at least the last time
+    /// given to `admit`), if nothing else arrives.
+    fn fits(&self, t: u64, n: u32) -> bool;
+    /// Records an admission of cost `n` at `t`.
+    fn admit(&mut self, t: u64, n: u32);
+    /// The LeakyBucket hold time of a request admitted at `t` (zero for the others).
+    fn delay(&self, _t: u64) -> u64 {
+        0
+    }
+    /// A wait after which every request up to the capacity fits.
+    fn max_wait(&self) -> u64;
+}
+
+/// The least `w` with `model.fits(t + w, n)`, by binary search (the predicate is
+/// monotone in time: waiting never makes a request fit less).
+fn least_wait(model: &dyn Model, t: u64, n: u32) -> u64 {
+    if model.fits(t, n) {
+        return 0;
+    }
+    let (mut lo, mut hi) = (0u64, model.max_wait());
+    assert!(model.fits(t + hi, n), "model bound too small");
+    // Invariant: !fits(t + lo), fits(t + hi).
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if model.fits(t + mid, n) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// The largest cost `m <= capacity` that fits at `t`, by binary search on the cost.
+fn largest_fit(model: &dyn Model, t: u64, capacity: u32) -> u32 {
+    let (mut lo, mut hi) = (0u32, capacity);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if model.fits(t, mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}
+
+/// Token bucket as a debt: every admission of cost `n` adds `n·T` ns of debt, which
+/// drains one ns per elapsed ns; a request fits iff the debt it leaves is at most
+/// `burst·T`.
+struct DebtBucket {
+    interval: u128,
+    burst: u128,
+    debt: u128,
+    last: u64,
+    leaky: bool,
+}
+
+impl DebtBucket {
+    fn new(q: Quota, leaky: bool) -> Self {
+        DebtBucket {
+            interval: u128::from(ns(q.period()) / u64::from(q.limit())),
+            burst: u128::from(q.burst()),
+            debt: 0,
+            last: 0,
+            leaky,
+        }
+    }
+
+    fn debt_at(&self, t: u64) -> u128 {
+        self.debt.saturating_sub(u128::from(t - self.last))
+    }
+}
+
+impl Model for DebtBucket {
+    fn fits(&self, t: u64, n: u32) -> bool {
+        self.debt_at(t) + u128::from(n) * self.interval <= self.burst * self.interval
+    }
+    fn admit(&mut self, t: u64, n: u32) {
+        self.debt = self.debt_at(t) + u128::from(n) * self.interval;
+        self.last = t;
+    }
+    fn delay(&self, t: u64) -> u64 {
+        if self.leaky {
+            u64::try_from(self.debt_at(t)).unwrap()
+        } else {
+            0
+        }
+    }
+    fn max_wait(&self) -> u64 {
+        u64::try_from(self.debt + 1).unwrap()
+    }
+}
+
+/// Fixed window as a map from window number to admitted count.
+struct WindowMap {
+    period: u64,
+    limit: u32,
+    counts: HashMap<u64, u32>,
+}
+
+impl WindowMap {
+    fn new(q: Quota) -> Self {
+        WindowMap {
+            period: ns(q.period()),
+            limit: q.limit(),
+            counts: HashMap::new(),
+        }
+    }
+    fn count(&self, window: u64) -> u32 {
+        self.counts.get(&window).copied().unwrap_or(0)
+    }
+}
+
+impl Model for WindowMap {
+    fn fits(&self, t: u64, n: u32) -> bool {
+        self.count(t / self.period) + n <= self.limit
+    }
+    fn admit(&mut self, t: u64, n: u32) {
+        if n > 0 {
+            *self.counts.entry(t / self.period).or_insert(0) += n;
+        }
+    }
+    fn max_wait(&self) -> u64 {
+        self.period + 1
+    }
+}
+
+/// Sliding window counter over a map of window counts, in exact `u128` arithmetic:
+/// at `t` in window `k`, `e = t − k·P` into it, a request of cost `n` fits iff
+/// `count(k−1)·(P − e) + (count(k) + n)·P <= limit·P`.
+struct SlidingMap(WindowMap);
+
+impl Model for SlidingMap {
+    fn fits(&self, t: u64, n: u32) -> bool {
+        let w = &self.0;
+        let p = u128::from(w.period);
+        let k = t / w.period;
+        let e = u128::from(t % w.period);
+        let prev = if k == 0 { 0 } else { w.count(k - 1) };
+        let curr = w.count(k);
+        u128::from(prev) * (p - e) + (u128::from(curr) + u128::from(n)) * p
+            <= u128::from(w.limit) * p
+    }
+    fn admit(&mut self, t: u64, n: u32) {
+        self.0.admit(t, n);
+    }
+    fn max_wait(&self) -> u64 {
+        2 * self.0.period + 1
+    }
+}
+
+/// Sliding log as the list of every admitted timestamp (one entry per unit of cost),
+/// counted over `(t − P, t]`.
+struct TimestampLog {
+    period: u64,
+    limit: u32,
+    admitted: Vec<u64>,
+}
+
+impl TimestampLog {
+    fn new(q: Quota) -> Self {
+        TimestampLog {
+            period: ns(q.period()),
+            limit: q.limit(),
+            admitted: Vec::new(),
+        }
+    }
+    fn in_window(&self, t: u64) -> u32 {
+        let n = self
+            .admitted
+            .iter()
+            .filter(|&&a| a <= t && a + self.period > t)
+            .count();
+        u32::try_from(n).unwrap()
+    }
+}
+
+impl Model for TimestampLog {
+    fn fits(&self, t: u64, n: u32) -> bool {
+        self.in_window(t) + n <= self.limit
+    }
+    fn admit(&mut self, t: u64, n: u32) {
+        // Time never goes backwards in these schedules: forget what can never count again.
+        let period = self.period;
+        self.admitted.retain(|&a| a + period > t);
+        let len = self.admitted.len() + n as usize;
+        self.admitted.resize(len, t);
+    }
+    fn max_wait(&self) -> u64 {
+        self.period + 1
+    }
+}
+
+fn model_for(algorithm: Algorithm, q: Quota) -> Box<dyn Model> {
+    match algorithm {
+        Algorithm::TokenBucket => Box::new(DebtBucket::new(q, false)),
+        Algorithm::LeakyBucket => Box::new(DebtBucket::new(q, true)),
+        Algorithm::FixedWindow => Box::new(WindowMap::new(q)),
+        Algorithm::SlidingWindow => Box::new(SlidingMap(WindowMap::new(q))),
+        Algorithm::SlidingLog => Box::new(TimestampLog::new(q)),
+    }
+}
+
+/// Counts of what a run exercised, to make sure the schedules are not degenerate.
+#[derive(Debug, Default)]
+struct Coverage {
+    allowed: usize,
+    denied: usize,
+    peeks: usize,
+    probes: usize,
+}
+
+/// Drives `algorithm` on `q` through `steps` random steps and compares every decision
+/// with the model.
+fn run(algorithm: Algorithm, q: Quota, steps: usize, seed_value: u64) -> Coverage {
+    let label = format!("{algorithm:?} {q:?}");
+    with_seed(&label, seed_value, |rng| {
+        let (limiter, clock) = manual(algorithm, q);
+        let mut model = model_for(algorithm, q);
+        let capacity = limiter.capacity();
+        let expected_capacity = match algorithm {
+            Algorithm::TokenBucket | Algorithm::LeakyBucket => q.burst(),
+            _ => q.limit(),
+        };
+        assert_eq!(capacity, expected_capacity);
+        let period = ns(q.period());
+        let interval = (period / u64::from(q.limit())).max(1);
+        let mut t = 0u64;
+        let mut cov = Coverage::default();
+        // A pending probe of a denial's retry_after: (cost, remaining wait).
+        let mut probe: Option<(u32, u64)> = None;
+        for step in 0..steps {
+            let (gap, cost, probing) = match probe.take() {
+                Some((cost, retry)) if retry > 1 => {
+                    // First wait retry − 1: the request must still be denied.
+                    probe = Some((cost, 1));
+                    (retry - 1, cost, Some(false))
+                }
+                Some((cost, wait)) => (wait, cost, Some(true)),
+                None => {
+                    let gap = match rng.u32(0..10) {
+                        0..=2 => 0,
+                        3..=5 => rng.u64(0..=2 * interval),
+                        6 | 7 => rng.u64(0..=period),
+                        8 => rng.u64(0..=3 * period),
+                        _ => rng.u64(0..=8 * period),
+                    };
+                    let cost = match rng.u32(0..10) {
+                        0 => 0,
+                        1..=5 => 1,
+                        _ => rng.u32(0..=capacity),
+                    };
+                    (gap, cost, None)
+                }
+            };
+            t += gap;
+            clock.advance(Duration::from_nanos(gap));
+            let d = if cost == 1 && step % 2 == 0 {
+                limiter.check()
+            } else {
+                limiter.check_n(cost).expect("cost within capacity")
+            };
+            let ctx = || format!("step {step}, t = {t} ns, cost {cost}, decision {d:?}");
+
+            let fits = model.fits(t, cost);
+            assert_eq!(d.is_allowed(), fits, "admission differs: {}", ctx());
+            if let Some(should_fit) = probing {
+                cov.probes += 1;
+                assert_eq!(
+                    fits,
+                    should_fit,
+                    "waiting retry_after{} {}: {}",
+                    if should_fit { "" } else { " - 1ns" },
+                    if should_fit {
+                        "must admit"
+                    } else {
+                        "must still deny"
+                    },
+                    ctx()
+                );
+            }
+            if fits {
+                assert_eq!(
+                    d.delay(),
+                    Duration::from_nanos(model.delay(t)),
+                    "delay: {}",
+                    ctx()
+                );
+                model.admit(t, cost);
+                if cost == 0 {
+                    cov.peeks += 1;
+                } else {
+                    cov.allowed += 1;
+                }
+            } else {
+                cov.denied += 1;
+                assert_eq!(
+                    d.delay(),
+                    Duration::ZERO,
+                    "a denial has no delay: {}",
+                    ctx()
+                );
+            }
+            assert_eq!(d.limit(), capacity, "limit: {}", ctx());
+            assert_eq!(
+                d.remaining(),
+                largest_fit(&*model, t, capacity),
+                "remaining: {}",
+                ctx()
+            );
+            assert_eq!(
+                d.reset_after(),
+                Duration::from_nanos(least_wait(&*model, t, capacity)),
+                "reset_after: {}",
+                ctx()
+            );
+            if fits {
+                assert_eq!(
+                    d.retry_after(),
+                    None,
+                    "retry_after of an admission: {}",
+                    ctx()
+                );
+            } else {
+                let truth = least_wait(&*model, t, cost);
+                let got = ns(d.retry_after().expect("a denial has a retry_after"));
+                assert!(
+                    got >= truth,
+                    "retry_after too early (true minimum {truth}): {}",
+                    ctx()
+                );
+                assert!(
+                    got - truth <= truth / 100,
+                    "retry_after more than 1% late (true minimum {truth}): {}",
+                    ctx()
+                );
+                // The implementation means to be exact for every algorithm.
+                assert_eq!(got, truth, "retry_after not exact: {}", ctx());
+                assert!(got > 0, "a denial must ask for a positive wait: {}", ctx());
+                if probing.is_none() && rng.u32(0..3) == 0 {
+                    probe = Some((cost, got));
+                }
+            }
+        }
+        cov
+    })
+}
+
+/// Runs every quota in `quotas` for `algorithm` and checks the schedules exercised
+/// admissions, denials, peeks and retry probes.
+fn run_all(algorithm: Algorithm, quotas: &[Quota], base_seed: u64) {
+    for (i, &q) in quotas.iter().enumerate() {
+        let s = seed(base_seed + i as u64);
+        let cov = run(algorithm, q, STEPS, s);
+        eprintln!("{algorithm:?} {q:?} seed {s}: {cov:?}");
+        assert!(
+            cov.allowed > 100 && cov.denied > 100 && cov.peeks > 100 && cov.probes > 50,
+            "{algorithm:?} {q:?}: degenerate schedule {cov:?}"
+        );
+    }
+}
+
+fn bucket_quotas() -> Vec<Quota> {
+    vec![
+        quota(1, 1_000, None),
+        quota(2, 1_000, Some(1)),
+        quota(1, 1_000, Some(3)),
+        quota(7, 1_000, Some(3)), // T = 142 ns: the period does not divide evenly
+        quota(3, 10_000, Some(11)),
+        quota(10, 1_000_000_000, Some(25)),
+        quota(100, 999_983, Some(40)),
+    ]
+}
+
+fn window_quotas() -> Vec<Quota> {
+    vec![
+        quota(1, 1_000, None),
+        quota(2, 1_000, None),
+        quota(3, 999, None),
+        quota(7, 1_009, None),
+        quota(10, 1_000_000_000, None),
+        quota(64, 7_919, None),
+        quota(10, 65, None), // a period of a few ns per request (65 ns: the SlidingWindow minimum)
+    ]
+}
+
+/// Window quotas with larger limits (too slow for the list-based log model).
+fn large_window_quotas() -> Vec<Quota> {
+    vec![quota(1_000, 999_983, None), quota(997, 1_000_000_000, None)]
+}
+
+#[test]
+fn token_bucket_matches_debt_model() {
+    run_all(Algorithm::TokenBucket, &bucket_quotas(), 0x7B00);
+}
+
+#[test]
+fn leaky_bucket_matches_debt_model_with_delay() {
+    run_all(Algorithm::LeakyBucket, &bucket_quotas(), 0x1EA0);
+}
+
+#[test]
+fn fixed_window_matches_window_map() {
+    run_all(Algorithm::FixedWindow, &window_quotas(), 0xF1C0);
+    run_all(Algorithm::FixedWindow, &large_window_quotas(), 0xF1D0);
+}
+
+#[test]
+fn sliding_window_matches_weighted_window_map() {
+    run_all(Algorithm::SlidingWindow, &window_quotas(), 0x5110);
+    run_all(Algorithm::SlidingWindow, &large_window_quotas(), 0x5120);
+}
+
+#[test]
+fn sliding_log_matches_timestamp_list() {
+    run_all(Algorithm::SlidingLog, &window_quotas(), 0x5100);
+}
+
+/// The leaky bucket admits exactly what the token bucket admits, step for step.
+#[test]
+fn leaky_bucket_admits_as_token_bucket() {
+    let s = seed(0x1EAF);
+    with_seed("leaky vs token", s, |rng| {
+        for q in bucket_quotas() {
+            let (token, token_clock) = manual(Algorithm::TokenBucket, q);
+            let (leaky, leaky_clock) = manual(Algorithm::LeakyBucket, q);
+            let period = ns(q.period());
+            for step in 0..STEPS {
+                let gap = rng.u64(0..=period / u64::from(q.limit()) * 2);
+                token_clock.advance(Duration::from_nanos(gap));
+                leaky_clock.advance(Duration::from_nanos(gap));
+                let cost = rng.u32(0..=q.burst());
+                let a = token.check_n(cost).unwrap();
+                let b = leaky.check_n(cost).unwrap();
+                assert_eq!(a.is_allowed(), b.is_allowed(), "{q:?} step {step}");
+                assert_eq!(a.remaining(), b.remaining(), "{q:?} step {step}");
+                assert_eq!(a.reset_after(), b.reset_after(), "{q:?} step {step}");
+                assert_eq!(a.retry_after(), b.retry_after(), "{q:?} step {step}");
+                assert_eq!(a.delay(), Duration::ZERO);
+            }
+        }
+    });
+}
+
+/// The DESIGN examples, as concrete numbers: GCRA spacing, leaky delays, window edges.
+#[test]
+fn worked_examples() {
+    // Token bucket 10/s burst 20: 20 at once, then one per 100 ms.
+    let (l, clock) = manual(Algorithm::TokenBucket, Quota::per_second(10).with_burst(20));
+    assert!(l.check_n(20).unwrap().is_allowed());
+    let d = l.check();
+    assert!(!d.is_allowed());
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(100)));
+    assert_eq!(d.reset_after(), Duration::from_secs(2));
+    clock.advance(Duration::from_millis(100));
+    assert!(l.check().is_allowed());
+    assert!(!l.check().is_allowed());
+
+    // Leaky bucket 10/s burst 3: delays 0, 100, 200 ms, then denial.
+    let (l, _clock) = manual(Algorithm::LeakyBucket, Quota::per_second(10).with_burst(3));
+    let delays: Vec<_> = (0..3).map(|_| l.check().delay()).collect();
+    assert_eq!(delays, [0, 100, 200].map(Duration::from_millis).to_vec());
+    assert!(!l.check().is_allowed());
+
+    // Sliding window 10 per 10 s: 10 admitted late in window 0; at 25% into window 1
+    // the previous window still weighs 7.5, so 2 more fit and the third waits.
+    let (l, clock) = manual(
+        Algorithm::SlidingWindow,
+        Quota::new(10, Duration::from_secs(10)),
+    );
+    clock.advance(Duration::from_secs(9));
+    assert!(l.check_n(10).unwrap().is_allowed());
+    clock.advance(Duration::from_millis(3_500)); // t = 12.5 s, e = 2.5 s
+    assert!(l.check_n(2).unwrap().is_allowed()); // 10·0.75 + 2 = 9.5
+    let d = l.check();
+    assert!(!d.is_allowed()); // 7.5 + 3 = 10.5
+                              // Fits when 10·(P − e)/P + 3 <= 10, i.e. e >= 3 s: 500 ms from now.
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(500)));
+
+    // Sliding log 2 per second: the third waits until the first leaves (t − P, t].
+    let (l, clock) = manual(Algorithm::SlidingLog, Quota::per_second(2));
+    assert!(l.check().is_allowed());
+    clock.advance(Duration::from_millis(300));
+    assert!(l.check().is_allowed());
+    let d = l.check();
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(700)));
+    assert_eq!(d.reset_after(), Duration::from_millis(1_000));
+}
