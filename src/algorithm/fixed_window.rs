@@ -71,8 +71,9 @@ impl FixedWindow {
         };
         let count = if k == stored { stored_count } else { 0 };
         let end = (k + 1) * self.period;
-        if count + cost <= self.limit {
-            // Fits: count + cost <= limit < 2^32 (both u32, no overflow in u64 terms).
+        // In u64: with limit = u32::MAX, a full window plus one would overflow a u32.
+        if u64::from(count) + u64::from(cost) <= u64::from(self.limit) {
+            // Fits: count + cost <= limit, so the sum is a u32.
             let count = count + cost;
             let reset = if count > 0 { end - now } else { 0 };
             let d = Decision::allow(self.limit, self.limit - count, reset, 0);

@@ -71,8 +71,11 @@ impl Gcra {
         let weight = u64::from(cost) * self.t;
         let new_tat = base + weight;
         let horizon = now + self.tau;
-        if new_tat <= horizon {
-            let remaining = ((horizon - new_tat) / self.t) as u32;
+        // A zero-cost peek is always "allowed": it asks for nothing. Only a stale
+        // reading (`now` older than the state) can put `TAT` past `now + τ`; the peek
+        // then reports no capacity left rather than a denial.
+        if cost == 0 || new_tat <= horizon {
+            let remaining = (horizon.saturating_sub(new_tat) / self.t) as u32;
             let delay = if self.shaper { base - now } else { 0 };
             let d = Decision::allow(self.burst, remaining, new_tat - now, delay);
             let next = if cost == 0 { None } else { Some(new_tat) };

@@ -152,7 +152,9 @@ impl SlidingWindow {
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let v = self.view(state, now);
         let budget = u128::from(self.limit) * u128::from(self.period);
-        if self.weight(v.prev, v.e, v.curr, cost) <= budget {
+        // A zero-cost peek is always "allowed": it asks for nothing. (Only a stale
+        // reading, viewed at its window's start, can weigh more than the budget.)
+        if cost == 0 || self.weight(v.prev, v.e, v.curr, cost) <= budget {
             let after = View {
                 curr: v.curr + cost,
                 ..v

@@ -1,0 +1,654 @@
+//! Edge cases: every bad quota, impossible costs, extreme limits and spans, long idle
+//! gaps, saturating clocks, clocks stepping backwards, and packed window indices near
+//! their layout bound.
+
+mod common;
+
+use common::{manual, model_for, ns, quota, seed, with_seed};
+use std::time::Duration;
+use tollgate::{
+    Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, ManualClock, Quota, RateLimiter,
+};
+
+/// The engine's horizon, 2^62 ns (about 146 years).
+const HORIZON_NS: u64 = 1 << 62;
+const YEAR: Duration = Duration::from_secs(365 * 24 * 3600 + 6 * 3600);
+const WINDOWS: [Algorithm; 3] = [
+    Algorithm::FixedWindow,
+    Algorithm::SlidingWindow,
+    Algorithm::SlidingLog,
+];
+const BUCKETS: [Algorithm; 2] = [Algorithm::TokenBucket, Algorithm::LeakyBucket];
+
+fn build_err(algorithm: Algorithm, q: Quota) -> ConfigError {
+    match RateLimiter::builder(algorithm, q)
+        .clock(ManualClock::new())
+        .build()
+    {
+        Ok(l) => panic!("{algorithm:?} {q:?} should be refused, built {l:?}"),
+        Err(e) => e,
+    }
+}
+
+fn assert_msg(e: &ConfigError, needles: &[&str]) {
+    let msg = e.to_string();
+    for n in needles {
+        assert!(msg.contains(n), "message {msg:?} should mention {n:?}");
+    }
+}
+
+/// The capacity of `q` under `algorithm`: the burst for buckets, the limit otherwise.
+fn capacity(algorithm: Algorithm, q: Quota) -> u32 {
+    if BUCKETS.contains(&algorithm) {
+        q.burst()
+    } else {
+        q.limit()
+    }
+}
+
+// ------------------------------------------------------------------ configuration
+
+#[test]
+fn zero_limit_period_and_burst_are_refused() {
+    for a in Algorithm::ALL {
+        let e = build_err(a, Quota::new(0, Duration::from_secs(1)));
+        assert_eq!(e, ConfigError::ZeroLimit, "{a:?}");
+        assert_msg(&e, &["limit", "at least 1"]);
+
+        let e = build_err(a, Quota::new(5, Duration::ZERO));
+        assert_eq!(e, ConfigError::ZeroPeriod, "{a:?}");
+        assert_msg(&e, &["period", "at least 1 ns"]);
+
+        // A zero burst is refused for every algorithm (for windows it is also not the limit).
+        let e = build_err(a, Quota::per_second(5).with_burst(0));
+        assert_eq!(e, ConfigError::ZeroBurst, "{a:?}");
+        assert_msg(&e, &["burst", "at least 1"]);
+    }
+}
+
+#[test]
+fn burst_on_a_window_algorithm_is_refused() {
+    for a in WINDOWS {
+        for burst in [1, 9, 11, u32::MAX] {
+            let e = build_err(a, Quota::per_second(10).with_burst(burst));
+            assert_eq!(
+                e,
+                ConfigError::BurstNotSupported {
+                    algorithm: a,
+                    burst,
+                    limit: 10
+                }
+            );
+            assert_msg(
+                &e,
+                &[&format!("{a:?}"), &format!("burst {burst}"), "limit 10"],
+            );
+        }
+        // A burst equal to the limit is the window itself: accepted.
+        let (l, _) = manual(a, Quota::per_second(10).with_burst(10));
+        assert_eq!(l.capacity(), 10);
+    }
+    for a in BUCKETS {
+        let (l, _) = manual(a, Quota::per_second(10).with_burst(25));
+        assert_eq!(l.capacity(), 25);
+    }
+}
+
+#[test]
+fn more_than_one_request_per_nanosecond_is_refused_by_the_buckets() {
+    for a in BUCKETS {
+        for (limit, period) in [
+            (2, 1),
+            (1_000_000_001, 1_000_000_000),
+            (u32::MAX, 4_294_967_294),
+        ] {
+            let q = Quota::new(limit, Duration::from_nanos(period));
+            let e = build_err(a, q);
+            assert_eq!(
+                e,
+                ConfigError::RateTooHigh {
+                    limit,
+                    period: q.period()
+                },
+                "{a:?} {q:?}"
+            );
+            assert_msg(&e, &["1 request per nanosecond", &limit.to_string()]);
+        }
+        // Exactly one per nanosecond is the finest rate: accepted, and exact.
+        let (l, clock) = manual(
+            a,
+            Quota::new(1_000_000_000, Duration::from_secs(1)).with_burst(1),
+        );
+        assert!(l.check().is_allowed());
+        let d = l.check();
+        assert_eq!(d.retry_after(), Some(Duration::from_nanos(1)));
+        clock.advance(Duration::from_nanos(1));
+        assert!(l.check().is_allowed());
+    }
+}
+
+#[test]
+fn spans_beyond_the_horizon_are_refused() {
+    let max = Duration::from_nanos(HORIZON_NS);
+    for a in Algorithm::ALL {
+        for period in [
+            Duration::from_nanos(HORIZON_NS + 1),
+            200 * YEAR,
+            Duration::MAX,
+        ] {
+            let e = build_err(a, Quota::new(1, period));
+            assert_eq!(e, ConfigError::PeriodTooLong { span: period, max }, "{a:?}");
+            assert_msg(&e, &["horizon", &format!("{max:?}")]);
+        }
+        // Exactly the horizon is representable.
+        let (l, _) = manual(a, Quota::new(1, max));
+        assert!(l.check().is_allowed());
+    }
+    // For the buckets the span is burst × T: a burst of 2 over 100 years is 200 years.
+    for a in BUCKETS {
+        let q = Quota::new(1, 100 * YEAR).with_burst(2);
+        let e = build_err(a, q);
+        assert_eq!(
+            e,
+            ConfigError::PeriodTooLong {
+                span: 200 * YEAR,
+                max
+            },
+            "{a:?}"
+        );
+        assert_msg(&e, &["horizon"]);
+        // u32::MAX × 1 s is 136 years: inside the horizon.
+        let (l, _) = manual(a, Quota::per_second(1).with_burst(u32::MAX));
+        assert_eq!(l.capacity(), u32::MAX);
+        // u32::MAX × 2 s is not.
+        let q = Quota::new(1, Duration::from_secs(2)).with_burst(u32::MAX);
+        let e = build_err(a, q);
+        assert_eq!(
+            e,
+            ConfigError::PeriodTooLong {
+                span: Duration::from_secs(2 * u64::from(u32::MAX)),
+                max
+            }
+        );
+    }
+}
+
+/// The shortest period a window layout accepts for `limit`: the window index
+/// `HORIZON / P` must fit in `64 − bits` bits, `bits` the count field(s).
+fn min_period(count_fields: u32, limit: u32) -> u64 {
+    let c = 32 - limit.leading_zeros();
+    (HORIZON_NS >> (64 - count_fields * c)) + 1
+}
+
+#[test]
+fn window_layouts_too_fine_are_refused() {
+    for (a, fields) in [(Algorithm::FixedWindow, 1), (Algorithm::SlidingWindow, 2)] {
+        for limit in [1, 2, 10, 1_000, 65_535, 1 << 20, (1 << 31) - 1] {
+            let min = min_period(fields, limit);
+            if min > HORIZON_NS {
+                continue;
+            }
+            // The minimum itself is accepted ...
+            let (l, _) = manual(a, Quota::new(limit, Duration::from_nanos(min)));
+            assert_eq!(l.capacity(), limit);
+            // ... one nanosecond less is not, and the message names the minimum.
+            if min > 1 {
+                let q = Quota::new(limit, Duration::from_nanos(min - 1));
+                let e = build_err(a, q);
+                assert_eq!(
+                    e,
+                    ConfigError::WindowTooFine {
+                        algorithm: a,
+                        limit,
+                        period: q.period(),
+                        min_period: Duration::from_nanos(min)
+                    },
+                    "{a:?} limit {limit}"
+                );
+                assert_msg(
+                    &e,
+                    &[&format!("{:?}", Duration::from_nanos(min)), "at least"],
+                );
+            }
+        }
+    }
+    // u32::MAX on FixedWindow needs 32 count bits, leaving 32 for the index.
+    assert_eq!(min_period(1, u32::MAX), (1 << 30) + 1);
+    let e = build_err(
+        Algorithm::FixedWindow,
+        Quota::new(u32::MAX, Duration::from_secs(1)),
+    );
+    assert!(matches!(e, ConfigError::WindowTooFine { .. }), "{e:?}");
+    // SlidingWindow cannot hold two 32-bit counts and any index at all.
+    for limit in [1 << 31, u32::MAX] {
+        let e = build_err(Algorithm::SlidingWindow, Quota::new(limit, 100 * YEAR));
+        assert!(matches!(e, ConfigError::WindowTooFine { .. }), "{e:?}");
+    }
+}
+
+#[test]
+fn sliding_log_too_large_is_refused() {
+    let e = build_err(Algorithm::SlidingLog, Quota::per_second(65_537));
+    assert_eq!(
+        e,
+        ConfigError::LogTooLarge {
+            limit: 65_537,
+            max: 65_536
+        }
+    );
+    assert_msg(&e, &["65537", "65536"]);
+    let e = build_err(Algorithm::SlidingLog, Quota::per_second(u32::MAX));
+    assert!(matches!(e, ConfigError::LogTooLarge { .. }));
+    let (l, _) = manual(Algorithm::SlidingLog, Quota::per_second(65_536));
+    assert!(l.check_n(65_536).unwrap().is_allowed());
+    assert!(!l.check().is_allowed());
+}
+
+// ------------------------------------------------------------------ costs
+
+#[test]
+fn costs_beyond_capacity_are_errors_not_denials() {
+    for a in Algorithm::ALL {
+        for q in [
+            Quota::per_second(1),
+            Quota::per_second(10),
+            Quota::per_minute(7),
+        ] {
+            let q = if BUCKETS.contains(&a) {
+                q.with_burst(q.limit() + 2)
+            } else {
+                q
+            };
+            let cap = capacity(a, q);
+            let (l, _) = manual(a, q);
+            assert_eq!(l.capacity(), cap);
+            for n in [cap + 1, cap * 2, u32::MAX] {
+                assert_eq!(
+                    l.check_n(n),
+                    Err(InsufficientCapacity {
+                        requested: n,
+                        capacity: cap
+                    }),
+                    "{a:?} {q:?}"
+                );
+            }
+            let e = l.check_n(cap + 1).unwrap_err();
+            assert!(e.to_string().contains(&format!("at most {cap}")), "{e}");
+            // The errors changed nothing: the whole capacity is still there.
+            assert_eq!(l.check_n(0).unwrap().remaining(), cap);
+            assert!(l.check_n(cap).unwrap().is_allowed());
+            // A cost-0 peek never changes anything, even when empty.
+            for _ in 0..3 {
+                let d = l.check_n(0).unwrap();
+                assert!(d.is_allowed());
+                assert_eq!(d.remaining(), 0);
+            }
+            assert!(!l.check().is_allowed());
+        }
+    }
+}
+
+// ------------------------------------------------------------------ extremes
+
+/// Fills `l` to its capacity, checks that one more is denied with a positive wait.
+fn fill(l: &RateLimiter<ManualClock>) {
+    let cap = l.capacity();
+    let d = l.check_n(cap).unwrap();
+    assert!(
+        d.is_allowed(),
+        "{:?}: capacity {cap} at once: {d:?}",
+        l.algorithm()
+    );
+    assert_eq!(d.remaining(), 0);
+    let d = l.check();
+    assert!(
+        !d.is_allowed(),
+        "{:?}: one past capacity: {d:?}",
+        l.algorithm()
+    );
+    assert!(d.retry_after().unwrap() > Duration::ZERO);
+}
+
+#[test]
+fn u32_max_limits_do_not_overflow() {
+    let quotas = [
+        (
+            Algorithm::TokenBucket,
+            Quota::new(u32::MAX, Duration::from_secs(5)),
+        ),
+        (
+            Algorithm::LeakyBucket,
+            Quota::new(u32::MAX, Duration::from_secs(5)),
+        ),
+        (
+            Algorithm::TokenBucket,
+            Quota::per_second(1).with_burst(u32::MAX),
+        ),
+        (
+            Algorithm::LeakyBucket,
+            Quota::per_second(1).with_burst(u32::MAX),
+        ),
+        (
+            Algorithm::FixedWindow,
+            Quota::new(u32::MAX, Duration::from_secs(2)),
+        ),
+        (Algorithm::FixedWindow, Quota::new(u32::MAX, 100 * YEAR)),
+        (
+            Algorithm::SlidingWindow,
+            Quota::new((1 << 31) - 1, Duration::from_nanos((1 << 60) + 1)),
+        ),
+        (
+            Algorithm::SlidingWindow,
+            Quota::new(65_535, Duration::from_secs(2)),
+        ),
+    ];
+    for (a, q) in quotas {
+        let (l, clock) = manual(a, q);
+        let cap = l.capacity();
+        assert_eq!(l.check_n(0).unwrap().remaining(), cap, "{a:?} {q:?}");
+        assert!(l.check_n(cap - 1).unwrap().is_allowed(), "{a:?} {q:?}");
+        let d = l.check_n(0).unwrap();
+        assert_eq!(d.remaining(), 1, "{a:?} {q:?}");
+        assert!(l.check().is_allowed(), "{a:?} {q:?}");
+        for n in [1, 2, cap / 2, cap] {
+            let d = l.check_n(n).unwrap();
+            assert!(
+                !d.is_allowed(),
+                "{a:?} {q:?}: cost {n} on a full key: {d:?}"
+            );
+            assert_eq!(d.remaining(), 0);
+        }
+        // After a whole period everything is back.
+        clock.advance(q.period() * 2);
+        if BUCKETS.contains(&a) {
+            clock.advance(q.period() / q.limit() * cap);
+        }
+        fill(&l);
+    }
+}
+
+#[test]
+fn century_long_periods_work() {
+    let century = 100 * YEAR;
+    for a in Algorithm::ALL {
+        let (l, clock) = manual(a, Quota::new(1, century));
+        assert!(l.check().is_allowed(), "{a:?}");
+        let d = l.check();
+        assert!(!d.is_allowed(), "{a:?}");
+        if a == Algorithm::SlidingWindow {
+            // With limit 1 the previous window weighs something until its very end, so
+            // the next admission is two periods away: past the horizon. The key reports
+            // that honestly and stays full for the rest of the horizon.
+            assert_eq!(d.retry_after(), Some(2 * century), "{a:?}");
+            assert_eq!(d.reset_after(), 2 * century, "{a:?}");
+            clock.advance(century);
+            let d = l.check();
+            assert!(!d.is_allowed(), "{a:?}");
+            assert_eq!(d.retry_after(), Some(century), "{a:?}");
+            continue;
+        }
+        assert_eq!(d.retry_after(), Some(century), "{a:?}");
+        assert_eq!(d.reset_after(), century, "{a:?}");
+        clock.advance(century - Duration::from_nanos(1));
+        assert!(!l.check().is_allowed(), "{a:?}");
+        clock.advance(Duration::from_nanos(1));
+        assert!(l.check().is_allowed(), "{a:?} after a century");
+        assert!(!l.check().is_allowed(), "{a:?}");
+    }
+}
+
+/// Runs the same decisions on `old` and on a brand-new limiter whose clock reads the
+/// same time, and requires identical answers: `old` has forgotten everything.
+fn assert_fresh(old: &RateLimiter<ManualClock>, now: Duration, what: &str) {
+    let clock = ManualClock::new();
+    clock.set(now);
+    let fresh = RateLimiter::builder(old.algorithm(), old.quota())
+        .clock(clock)
+        .build()
+        .unwrap();
+    let cap = old.capacity();
+    for n in [0, cap, 1, 0] {
+        let a = old.check_n(n).unwrap();
+        let b = fresh.check_n(n).unwrap();
+        assert_eq!(a, b, "{:?} {what}: cost {n}", old.algorithm());
+    }
+}
+
+fn sample_quotas(a: Algorithm) -> Vec<Quota> {
+    let mut qs = vec![
+        Quota::per_second(10),
+        Quota::new(3, Duration::from_millis(1_500)),
+        Quota::per_hour(1),
+        Quota::new(7, Duration::from_nanos(1_009)),
+    ];
+    if BUCKETS.contains(&a) {
+        qs.push(Quota::per_second(10).with_burst(30));
+        qs.push(Quota::per_minute(100).with_burst(1));
+    }
+    qs
+}
+
+#[test]
+fn fifty_year_idle_gaps_read_as_fresh() {
+    for a in Algorithm::ALL {
+        for q in sample_quotas(a) {
+            let (l, clock) = manual(a, q);
+            clock.advance(Duration::from_millis(1_234));
+            fill(&l);
+            // assert_fresh admits the whole capacity, leaving the key full again.
+            for _ in 0..2 {
+                clock.advance(50 * YEAR);
+                assert_fresh(&l, Duration::from_nanos(clock.now()), "after 50 idle years");
+            }
+            // The third 50 years crosses the horizon: time stops there, the key is
+            // still fresh once, then stays full (nothing can refill it).
+            clock.advance(50 * YEAR);
+            assert_fresh(&l, Duration::from_nanos(clock.now()), "past the horizon");
+            clock.advance(50 * YEAR);
+            assert!(
+                !l.check().is_allowed(),
+                "{a:?}: time stands still at the horizon"
+            );
+        }
+    }
+}
+
+#[test]
+fn duration_max_advances_saturate() {
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(1));
+    clock.advance(Duration::MAX);
+    assert_eq!(clock.now(), u64::MAX);
+    clock.advance(Duration::MAX);
+    assert_eq!(clock.now(), u64::MAX);
+    clock.set(Duration::MAX);
+    assert_eq!(clock.now(), u64::MAX);
+
+    for a in Algorithm::ALL {
+        for q in sample_quotas(a) {
+            let (l, clock) = manual(a, q);
+            fill(&l);
+            clock.advance(Duration::MAX);
+            // u64::MAX is read as the horizon: the key is fresh there.
+            let d = l.check_n(0).unwrap();
+            assert_eq!(d.remaining(), l.capacity(), "{a:?} {q:?}");
+            fill(&l);
+            clock.advance(Duration::MAX);
+            let d = l.check();
+            assert!(!d.is_allowed(), "{a:?} {q:?}");
+            let longest = 2 * q.period().max(q.period() / q.limit() * q.burst());
+            assert!(d.retry_after().unwrap() <= longest, "{a:?} {q:?}: {d:?}");
+        }
+    }
+}
+
+// ------------------------------------------------------------------ clocks stepping back
+
+#[test]
+fn stepping_back_never_re_earns_capacity() {
+    for a in Algorithm::ALL {
+        for q in sample_quotas(a) {
+            let p = q.period();
+            let (l, clock) = manual(a, q);
+            clock.set(p * 10 + p / 2);
+            fill(&l);
+            for back in [
+                p * 10 + p / 2 - Duration::from_nanos(1),
+                p / 2,
+                p * 3,
+                p * 9,
+                p * 10,
+                Duration::ZERO,
+            ] {
+                clock.set(back);
+                let d = l.check();
+                assert!(
+                    !d.is_allowed(),
+                    "{a:?} {q:?}: stepped back to {back:?}: {d:?}"
+                );
+                let peek = l.check_n(0).unwrap();
+                assert!(
+                    peek.is_allowed(),
+                    "{a:?} {q:?}: a peek is never denied: {peek:?}"
+                );
+                assert_eq!(peek.remaining(), 0, "{a:?} {q:?} at {back:?}");
+                assert!(!l.check_n(l.capacity()).unwrap().is_allowed());
+            }
+        }
+    }
+}
+
+/// A random walk of the clock with frequent backward steps. Each admitted request is
+/// given its effective time: its reading, or the previous admission's effective time
+/// when the reading is older (what DESIGN calls "treated as the state's time"). The
+/// admissions at those times must all be admissible by the reference model: a stale
+/// reading can never buy anything the quota would not allow at the state's time.
+#[test]
+fn backward_steps_admit_nothing_beyond_the_quota() {
+    for a in Algorithm::ALL {
+        for (i, q) in sample_quotas(a).into_iter().enumerate() {
+            let s = seed(0xBAC0 + 16 * a as u64 + i as u64);
+            with_seed(&format!("backward {a:?} {q:?}"), s, |rng| {
+                let (l, clock) = manual(a, q);
+                let mut model = model_for(a, q);
+                let p = ns(q.period());
+                let cap = l.capacity();
+                let mut max_seen = 0u64;
+                let mut effective = 0u64;
+                let mut admitted = 0u64;
+                for step in 0..5_000 {
+                    let reading = match rng.u32(0..6) {
+                        // Back by up to two periods.
+                        0 | 1 => max_seen.saturating_sub(rng.u64(0..=2 * p)),
+                        // Forward a little from the newest reading.
+                        2..=4 => max_seen + rng.u64(0..=p / u64::from(q.limit()) + 1),
+                        _ => max_seen + rng.u64(0..=p),
+                    };
+                    max_seen = max_seen.max(reading);
+                    clock.set(Duration::from_nanos(reading));
+                    let n = if rng.bool() { 1 } else { rng.u32(1..=cap) };
+                    let d = l.check_n(n).unwrap();
+                    if d.is_allowed() {
+                        admitted += u64::from(n);
+                        effective = effective.max(reading);
+                        assert!(
+                            model.fits(effective, n),
+                            "step {step}: admitted cost {n} at reading {reading} (effective \
+                             {effective}) that the quota does not allow: {d:?}"
+                        );
+                        model.admit(effective, n);
+                    }
+                }
+                assert!(admitted > 100, "{a:?} {q:?}: degenerate walk");
+            });
+        }
+    }
+}
+
+// ------------------------------------------------------------------ window indices
+
+#[test]
+fn window_index_beyond_32_bits_does_not_wrap() {
+    // Limit 1 leaves 63 (fixed) or 62 (sliding) index bits. With P = 2^29 ns,
+    // 2^32 windows are 2^61 ns (73 years), inside the horizon: a 32-bit index would
+    // wrap back to window 0 and read the old count as current.
+    let p = 1u64 << 29;
+    for a in [Algorithm::FixedWindow, Algorithm::SlidingWindow] {
+        let q = Quota::new(1, Duration::from_nanos(p));
+        let (l, clock) = manual(a, q);
+        fill(&l);
+        for windows in [1u64 << 32, (1 << 32) + 2, 3 << 32] {
+            let t = Duration::from_nanos(windows * p);
+            clock.set(t);
+            assert_fresh(&l, t, &format!("{windows} windows later"));
+        }
+    }
+}
+
+#[test]
+fn window_index_at_the_layout_bound_does_not_wrap() {
+    // Quotas at the exact minimum period: at the horizon the window index is the
+    // largest the `64 − c` (or `64 − 2c`) index bits hold. The key filled at window 0
+    // must read as fresh in the last windows, and once filled there it must stay full
+    // up to and past the horizon (a truncated index would read the next call as a new
+    // window and admit again).
+    for (a, fields) in [(Algorithm::FixedWindow, 1), (Algorithm::SlidingWindow, 2)] {
+        for limit in [1u32, 3, 255, 65_535, 1 << 20, (1 << 31) - 1, u32::MAX] {
+            let min = min_period(fields, limit);
+            if min > HORIZON_NS {
+                continue;
+            }
+            let q = Quota::new(limit, Duration::from_nanos(min));
+            let (l, clock) = manual(a, q);
+            fill(&l);
+            let last_index = HORIZON_NS / min;
+            let c = 32 - limit.leading_zeros();
+            assert!(last_index < 1u64 << (64 - fields * c), "layout bound");
+            let mut times = vec![last_index * min];
+            if last_index >= 2 && a == Algorithm::FixedWindow {
+                // The window before the last one, then the last one.
+                times.insert(0, last_index * min - 1);
+            }
+            for t in times {
+                clock.set(Duration::from_nanos(t));
+                assert_fresh(
+                    &l,
+                    Duration::from_nanos(t),
+                    &format!("limit {limit} at {t} ns"),
+                );
+            }
+            // assert_fresh admitted the capacity: the last window is full, up to and
+            // past the horizon.
+            for t in [HORIZON_NS, u64::MAX] {
+                clock.set(Duration::from_nanos(t));
+                let d = l.check();
+                assert!(!d.is_allowed(), "{a:?} limit {limit} at {t}: {d:?}");
+                assert_eq!(l.check_n(0).unwrap().remaining(), 0, "{a:?} limit {limit}");
+            }
+        }
+    }
+}
+
+/// A clock that is not a `ManualClock`: any user `Clock` works, including one that
+/// reads `u64::MAX`.
+#[derive(Clone)]
+struct Frozen(u64);
+
+impl Clock for Frozen {
+    fn now(&self) -> u64 {
+        self.0
+    }
+}
+
+#[test]
+fn a_clock_reading_u64_max_is_the_horizon() {
+    for a in Algorithm::ALL {
+        let l = RateLimiter::builder(a, Quota::per_second(3))
+            .clock(Frozen(u64::MAX))
+            .build()
+            .unwrap();
+        let d: Decision = l.check_n(3).unwrap();
+        assert!(d.is_allowed(), "{a:?}");
+        assert!(!l.check().is_allowed(), "{a:?}");
+    }
+}
