@@ -17,6 +17,67 @@ pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(tollgate_loom)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
+/// A 128-bit atomic word: the keyed table's slot (fingerprint and state together).
+///
+/// portable-atomic's `AtomicU128` is lock-free on x86_64 (`cmpxchg16b`, detected at
+/// run time) and on aarch64 (`casp`/`ldxp`).
+#[cfg(not(tollgate_loom))]
+pub(crate) use portable_atomic::AtomicU128;
+
+/// A 128-bit atomic word for loom models: a linearizable `u128` behind a loom mutex,
+/// which is exactly the contract the hardware's 16-byte compare-and-swap gives, so the
+/// models check the table's protocol (not the instruction).
+#[cfg(tollgate_loom)]
+#[derive(Debug)]
+pub(crate) struct AtomicU128 {
+    word: loom::sync::Mutex<u128>,
+}
+
+#[cfg(tollgate_loom)]
+impl AtomicU128 {
+    pub(crate) fn new(v: u128) -> Self {
+        AtomicU128 {
+            word: loom::sync::Mutex::new(v),
+        }
+    }
+
+    pub(crate) fn load(&self, _order: Ordering) -> u128 {
+        *lock(&self.word)
+    }
+
+    #[allow(dead_code)] // the subset mirrors portable_atomic's
+    pub(crate) fn store(&self, v: u128, _order: Ordering) {
+        *lock(&self.word) = v;
+    }
+
+    pub(crate) fn compare_exchange(
+        &self,
+        current: u128,
+        new: u128,
+        _success: Ordering,
+        _failure: Ordering,
+    ) -> Result<u128, u128> {
+        let mut w = lock(&self.word);
+        if *w == current {
+            *w = new;
+            Ok(current)
+        } else {
+            Err(*w)
+        }
+    }
+
+    #[allow(dead_code)] // the subset mirrors portable_atomic's
+    pub(crate) fn compare_exchange_weak(
+        &self,
+        current: u128,
+        new: u128,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u128, u128> {
+        self.compare_exchange(current, new, success, failure)
+    }
+}
+
 /// Locks `m`, recovering the guard if a previous holder panicked.
 ///
 /// The data behind our locks (a sliding-log ring) is valid after any partial update,

@@ -95,7 +95,6 @@ impl FixedWindow {
 
     /// Idle once its window has passed, or when it counts nothing.
     #[inline]
-    #[allow(dead_code)] // used by the keyed table
     pub(crate) fn is_idle(&self, state: u64, now: u64) -> bool {
         let (stored, count) = self.unpack(state);
         count == 0 || now / self.period > stored

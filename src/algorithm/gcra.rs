@@ -91,7 +91,6 @@ impl Gcra {
 
     /// A bucket that is full again (`TAT <= now`) decides like a fresh one.
     #[inline]
-    #[allow(dead_code)] // used by the keyed table
     pub(crate) fn is_idle(&self, tat: u64, now: u64) -> bool {
         tat <= now
     }

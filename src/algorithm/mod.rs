@@ -116,7 +116,6 @@ impl PackedParams {
     /// Whether `state` says nothing any more at `now`: it decides exactly as the
     /// fresh state `0` would, now and at every later time.
     #[inline]
-    #[allow(dead_code)] // used by the keyed table
     pub(crate) fn is_idle(&self, state: u64, now: u64) -> bool {
         match self {
             PackedParams::Gcra(p) => p.is_idle(state, now),
@@ -191,7 +190,6 @@ impl Params {
     }
 
     /// The largest cost ever admitted at once.
-    #[allow(dead_code)] // used by the keyed table
     pub(crate) fn capacity(&self) -> u32 {
         match self {
             Params::Packed(p) => p.capacity(),

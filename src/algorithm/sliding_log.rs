@@ -39,7 +39,6 @@ impl Ring {
     }
 
     /// Forgets every admission (the ring becomes fresh), keeping its allocation.
-    #[allow(dead_code)] // used by the keyed table
     pub(crate) fn clear(&mut self) {
         self.head = 0;
         self.newest = EMPTY;
@@ -47,7 +46,6 @@ impl Ring {
     }
 
     /// Bytes this ring owns on the heap.
-    #[allow(dead_code)] // used by the keyed table
     pub(crate) fn heap_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.ts)
     }
@@ -141,7 +139,6 @@ impl SlidingLog {
     }
 
     /// Idle when every logged admission has left the window.
-    #[allow(dead_code)] // used by the keyed table
     pub(crate) fn is_idle(&self, ring: &Ring, now: u64) -> bool {
         self.expired(ring.newest, now)
     }

@@ -185,7 +185,6 @@ impl SlidingWindow {
 
     /// Idle when neither count weighs anything now or later.
     #[inline]
-    #[allow(dead_code)] // used by the keyed table
     pub(crate) fn is_idle(&self, state: u64, now: u64) -> bool {
         let v = self.view(state, now);
         v.curr == 0 && v.prev == 0

@@ -1,0 +1,650 @@
+//! `KeyedRateLimiter`: one limit per key, in a fixed-capacity table allocated at build.
+//!
+//! See [`KeyedRateLimiter`] for the guarantees, `table` for the lock-free protocol of
+//! the packed algorithms and `log_table` for the sliding log's.
+
+mod layout;
+mod log_table;
+mod table;
+
+use crate::algorithm::{Params, HORIZON_NS};
+use crate::clock::duration_to_nanos;
+use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
+use layout::Geometry;
+use log_table::LogTable;
+use std::fmt;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use table::PackedTable;
+
+/// What a [`KeyedRateLimiter`] does with a new key when every slot it may use holds a
+/// key whose state still says something (none is idle).
+///
+/// Idle entries (a full bucket again, expired windows, an empty log) are always
+/// reclaimed first, silently: they decide exactly as a fresh key would. The policy
+/// only applies when a new key finds no idle slot.
+///
+/// | policy | new key | existing keys | under a flood of new keys |
+/// |---|---|---|---|
+/// | `Evict` (default) | tracked | the entry closest to idle is forgotten | a throttled key may be forgotten, and so get a fresh quota |
+/// | `Deny` | refused (a denial) | never forgotten | throttled keys stay throttled; new keys wait for a slot to go idle |
+/// | `Allow` | admitted untracked | never forgotten | throttled keys stay throttled; new keys are not limited until a slot frees |
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, OnFull, Quota};
+///
+/// let limiter = KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, Quota::per_hour(1))
+///     .capacity(1)
+///     .on_full(OnFull::Deny)
+///     .clock(ManualClock::new())
+///     .build()?;
+/// assert!(limiter.check(&1).is_allowed());
+/// assert!(limiter.check(&2).is_allowed()); // the table keeps a little slack
+/// assert!(!limiter.check(&3).is_allowed()); // full: the new key is refused
+/// assert!(!limiter.check(&1).is_allowed()); // and key 1 is still throttled
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OnFull {
+    /// Forget the entry that knows the least (most remaining quota, then soonest
+    /// reset) and track the new key in its place; counted in [`Stats::evictions`].
+    #[default]
+    Evict,
+    /// Refuse the new key: a flood of new keys can never reset a throttled one.
+    /// Counted in [`Stats::refused`] (and [`Stats::rejected`]).
+    Deny,
+    /// Admit the new key's request without tracking it; counted in
+    /// [`Stats::untracked`] (and [`Stats::allowed`]).
+    Allow,
+}
+
+/// A snapshot of a [`KeyedRateLimiter`]'s counters and occupancy.
+///
+/// The counters are summed over per-shard, cache-padded counters updated with relaxed
+/// atomics: under concurrent use the snapshot is not one instant, but every count is
+/// exact once the callers have stopped. Peeks (`check_n(key, 0)`) are not counted.
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, Quota};
+///
+/// let limiter = KeyedRateLimiter::<str, _>::builder(Algorithm::FixedWindow, Quota::per_second(1))
+///     .capacity(100)
+///     .clock(ManualClock::new())
+///     .build()?;
+/// let _ = limiter.check("alice");
+/// let _ = limiter.check("alice");
+/// let stats = limiter.stats();
+/// assert_eq!((stats.allowed, stats.rejected, stats.evictions), (1, 1, 0));
+/// assert_eq!(stats.occupied, 1);
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Requests admitted (including untracked admissions under [`OnFull::Allow`]).
+    pub allowed: u64,
+    /// Requests denied (including new keys refused under [`OnFull::Deny`]).
+    pub rejected: u64,
+    /// Entries that still said something, forgotten to make room under
+    /// [`OnFull::Evict`].
+    pub evictions: u64,
+    /// Idle entries whose slot was reused for a new key (not evictions: an idle entry
+    /// decides exactly as a fresh key would).
+    pub idle_reclaims: u64,
+    /// Requests of new keys admitted untracked under [`OnFull::Allow`].
+    pub untracked: u64,
+    /// Requests of new keys refused under [`OnFull::Deny`].
+    pub refused: u64,
+    /// Slots holding a key (idle or not), at the time of the snapshot.
+    pub occupied: u64,
+    /// Slots holding a key whose state is not idle, at the time of the snapshot.
+    pub active: u64,
+    /// Total slots in the table (fixed at build).
+    pub slots: u64,
+}
+
+/// A rate limiter with one limit per key (user id, API key, IP address, route...),
+/// in a fixed-capacity table allocated once at build time.
+///
+/// * **Fixed memory**: [`memory_bytes`](Self::memory_bytes) never changes after build,
+///   whatever the number of distinct keys seen. No background thread: idle entries are
+///   reclaimed on the insert path.
+/// * **Capacity**: room for [`capacity`](Self::capacity) keys whose state is not idle
+///   (1.48 slots per key, each key choosing between two windows of 8 slots).
+/// * **Identity**: a key is its 64-bit fingerprint under a hash seeded randomly per
+///   limiter: two distinct keys share a state with probability 2⁻⁶⁴ per pair present
+///   at once, and an attacker who does not know the seed cannot craft collisions.
+/// * **Concurrency**: `Send + Sync`; for the packed algorithms lookups, updates and
+///   claims of empty slots are lock-free (one 16-byte compare-and-swap per decision);
+///   replacing an entry takes its shard's claim lock for one short scan. Concurrent
+///   callers never get more than the quota between them.
+///
+/// # Example
+///
+/// ```
+/// use std::net::IpAddr;
+/// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+///
+/// let limiter = KeyedRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10).with_burst(2))
+///     .capacity(10_000)
+///     .build()?;
+/// let ip: IpAddr = "192.0.2.1".parse().unwrap();
+/// assert!(limiter.check(&ip).is_allowed());
+/// assert!(limiter.check(&ip).is_allowed());
+/// assert!(!limiter.check(&ip).is_allowed()); // burst of 2 spent
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+pub struct KeyedRateLimiter<K: Hash + ?Sized, C: Clock = QuantaClock> {
+    table: Table,
+    hasher: ahash::RandomState,
+    clock: C,
+    algorithm: Algorithm,
+    quota: Quota,
+    capacity: usize,
+    capacity_per_key: u32,
+    slots: usize,
+    _key: PhantomData<fn(&K)>,
+}
+
+enum Table {
+    Packed(PackedTable),
+    Log(LogTable),
+}
+
+impl<K: Hash + ?Sized> KeyedRateLimiter<K> {
+    /// Starts building a keyed limiter running `algorithm` on `quota` for every key,
+    /// with the default [`QuantaClock`], room for 65,536 keys and [`OnFull::Evict`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<[u8]>::builder(Algorithm::SlidingWindow, Quota::per_minute(60))
+    ///     .capacity(1 << 12)
+    ///     .build()?;
+    /// assert!(limiter.check(b"api-key-1".as_slice()).is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn builder(algorithm: Algorithm, quota: Quota) -> KeyedRateLimiterBuilder<K, QuantaClock> {
+        KeyedRateLimiterBuilder {
+            algorithm,
+            quota,
+            clock: QuantaClock::new(),
+            capacity: 1 << 16,
+            on_full: OnFull::Evict,
+            shards: None,
+            seed: None,
+            _key: PhantomData,
+        }
+    }
+}
+
+/// Builds a [`KeyedRateLimiter`]; made by [`KeyedRateLimiter::builder`].
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, OnFull, Quota};
+///
+/// let limiter = KeyedRateLimiter::<u64, _>::builder(Algorithm::LeakyBucket, Quota::per_second(5))
+///     .capacity(1_000)
+///     .on_full(OnFull::Deny)
+///     .shards(4)?
+///     .clock(ManualClock::new())
+///     .build()?;
+/// assert_eq!(limiter.capacity(), 1_000);
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[must_use = "a builder does nothing until .build() is called"]
+pub struct KeyedRateLimiterBuilder<K: ?Sized, C: Clock> {
+    algorithm: Algorithm,
+    quota: Quota,
+    clock: C,
+    capacity: usize,
+    on_full: OnFull,
+    shards: Option<usize>,
+    seed: Option<u64>,
+    _key: PhantomData<fn(&K)>,
+}
+
+impl<K: ?Sized, C: Clock> fmt::Debug for KeyedRateLimiterBuilder<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedRateLimiterBuilder")
+            .field("algorithm", &self.algorithm)
+            .field("quota", &self.quota)
+            .field("capacity", &self.capacity)
+            .field("on_full", &self.on_full)
+            .field("shards", &self.shards)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
+    /// Room for `n` keys whose state is not idle; the memory is fixed at build. Must be
+    /// between 1 and 2³² (checked by [`build`](Self::build)).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
+    ///     .capacity(16_384)
+    ///     .build()?;
+    /// assert!(limiter.memory_bytes() <= 16_384 * 25);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn capacity(mut self, n: usize) -> Self {
+        self.capacity = n;
+        self
+    }
+
+    /// What to do with a new key when its windows hold no idle slot.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, OnFull, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<str>::builder(Algorithm::FixedWindow, Quota::per_second(1))
+    ///     .on_full(OnFull::Allow)
+    ///     .build()?;
+    /// assert!(limiter.check("route:/login").is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn on_full(mut self, policy: OnFull) -> Self {
+        self.on_full = policy;
+        self
+    }
+
+    /// Uses `clock` instead of the default.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = KeyedRateLimiter::<u64, _>::builder(Algorithm::FixedWindow, Quota::per_second(1))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert!(limiter.check(&7).is_allowed());
+    /// assert!(!limiter.check(&7).is_allowed());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(limiter.check(&7).is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedRateLimiterBuilder<K, C2> {
+        KeyedRateLimiterBuilder {
+            algorithm: self.algorithm,
+            quota: self.quota,
+            clock,
+            capacity: self.capacity,
+            on_full: self.on_full,
+            shards: self.shards,
+            seed: self.seed,
+            _key: PhantomData,
+        }
+    }
+
+    /// Splits the table into `n` shards (each with its own counters and claim lock).
+    /// The default is a few per core.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::InvalidShards`] unless `n` is a power of two between 1 and 256;
+    /// [`build`](Self::build) also refuses more shards than the table has slots.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, ConfigError, KeyedRateLimiter, Quota};
+    ///
+    /// let b = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1));
+    /// assert!(matches!(b.shards(3), Err(ConfigError::InvalidShards { requested: 3 })));
+    /// ```
+    pub fn shards(mut self, n: usize) -> Result<Self, ConfigError> {
+        layout::check_shards(n)?;
+        self.shards = Some(n);
+        Ok(self)
+    }
+
+    /// Fixes the hash seed instead of drawing one at random. **For tests only**: with
+    /// a known seed an attacker can craft keys that collide in one window (to evict,
+    /// or under `Deny` to lock out new keys) or share a fingerprint (and so a state).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
+    ///     .hash_seed(42)
+    ///     .build()?;
+    /// assert!(limiter.check(&1).is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn hash_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Checks the configuration and builds the limiter; all memory is allocated here.
+    ///
+    /// # Errors
+    ///
+    /// Every [`ConfigError`] of [`RateLimiter`](crate::RateLimiter)'s builder for the
+    /// quota; [`ConfigError::InvalidCapacity`] for a capacity of 0, above 2³², or one
+    /// whose table cannot be allocated; [`ConfigError::InvalidShards`] for more shards
+    /// than slots.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, ConfigError, KeyedRateLimiter, Quota};
+    ///
+    /// let err = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
+    ///     .capacity(0)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(matches!(err, ConfigError::InvalidCapacity { requested: 0, .. }));
+    /// ```
+    pub fn build(self) -> Result<KeyedRateLimiter<K, C>, ConfigError> {
+        let params = Params::new(self.algorithm, self.quota)?;
+        let geo = Geometry::new(self.capacity, self.shards)?;
+        let capacity_per_key = params.capacity();
+        let table = match params {
+            Params::Packed(p) => Table::Packed(PackedTable::new(geo, p, self.on_full)?),
+            Params::Log(l) => Table::Log(LogTable::new(
+                geo,
+                l,
+                duration_to_nanos(self.quota.period()),
+                self.on_full,
+            )?),
+        };
+        let hasher = match self.seed {
+            Some(s) => ahash::RandomState::with_seeds(
+                s,
+                s ^ 0x243F_6A88_85A3_08D3,
+                s ^ 0x1319_8A2E_0370_7344,
+                s ^ 0xA409_3822_299F_31D0,
+            ),
+            None => ahash::RandomState::new(),
+        };
+        Ok(KeyedRateLimiter {
+            table,
+            hasher,
+            clock: self.clock,
+            algorithm: self.algorithm,
+            quota: self.quota,
+            capacity: self.capacity,
+            capacity_per_key,
+            slots: geo.slots(),
+            _key: PhantomData,
+        })
+    }
+}
+
+impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
+    /// Decides one request of cost 1 for `key`, now.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<str>::builder(Algorithm::FixedWindow, Quota::per_hour(1)).build()?;
+    /// assert!(limiter.check("alice").is_allowed());
+    /// assert!(!limiter.check("alice").is_allowed());
+    /// assert!(limiter.check("bob").is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn check(&self, key: &K) -> Decision {
+        // Every capacity is at least 1, so a cost of 1 always fits.
+        self.decide(key, 1)
+    }
+
+    /// Decides one request of cost `n` for `key`, now. A cost of 0 changes nothing
+    /// (and does not insert the key): it reports the key's current state.
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] when `n` exceeds the per-key capacity (the burst for
+    /// the buckets, the limit for the others).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(10)).build()?;
+    /// assert!(limiter.check_n(&1, 10)?.is_allowed());
+    /// assert!(!limiter.check_n(&1, 1)?.is_allowed());
+    /// assert!(limiter.check_n(&2, 11).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn check_n(&self, key: &K, n: u32) -> Result<Decision, InsufficientCapacity> {
+        if n > self.capacity_per_key {
+            return Err(InsufficientCapacity {
+                requested: n,
+                capacity: self.capacity_per_key,
+            });
+        }
+        Ok(self.decide(key, n))
+    }
+
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock.now().min(HORIZON_NS)
+    }
+
+    #[inline]
+    fn decide(&self, key: &K, n: u32) -> Decision {
+        let h = self.hasher.hash_one(key);
+        match &self.table {
+            Table::Packed(t) => t.decide(h, || self.now(), n),
+            Table::Log(t) => t.decide(h, self.now(), n),
+        }
+    }
+
+    /// The number of keys with a non-idle state the table was built to hold.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
+    ///     .capacity(500)
+    ///     .build()?;
+    /// assert_eq!(l.capacity(), 500);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The most one key can ever be admitted at once (the burst for the buckets, the
+    /// limit for the others).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(9).with_burst(3))
+    ///     .build()?;
+    /// assert_eq!(l.capacity_per_key(), 3);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn capacity_per_key(&self) -> u32 {
+        self.capacity_per_key
+    }
+
+    /// Bytes the limiter occupies: the table (slots, shard counters and, for the
+    /// sliding log, every key's ring). Fixed at build: it never changes, whatever the
+    /// number of distinct keys seen.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::SlidingWindow, Quota::per_second(100))
+    ///     .capacity(16_384)
+    ///     .build()?;
+    /// let before = l.memory_bytes();
+    /// for key in 0..100_000 {
+    ///     let _ = l.check(&key);
+    /// }
+    /// assert_eq!(l.memory_bytes(), before);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn memory_bytes(&self) -> usize {
+        let table = match &self.table {
+            Table::Packed(t) => t.memory_bytes(),
+            Table::Log(t) => t.memory_bytes(),
+        };
+        std::mem::size_of::<Self>() + table
+    }
+
+    /// Bytes of the sliding log's ring per slot (`8 × limit`, sized from the quota at
+    /// build); 0 for the packed algorithms, whose state is part of the slot.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::SlidingLog, Quota::per_second(10)).build()?;
+    /// assert_eq!(l.ring_bytes(), 80);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn ring_bytes(&self) -> usize {
+        match &self.table {
+            Table::Packed(_) => 0,
+            Table::Log(t) => t.ring_bytes(),
+        }
+    }
+
+    /// A snapshot of the counters and occupancy. Counting the occupancy visits every
+    /// slot: call it for monitoring, not per request.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_hour(1)).build()?;
+    /// let _ = l.check(&1);
+    /// let _ = l.check(&1);
+    /// let s = l.stats();
+    /// assert_eq!((s.allowed, s.rejected, s.active), (1, 1, 1));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        let now = self.now();
+        let (t, (occupied, active)) = match &self.table {
+            Table::Packed(t) => (t.totals(), t.occupancy(now)),
+            Table::Log(t) => (t.totals(), t.occupancy(now)),
+        };
+        Stats {
+            allowed: t.allowed,
+            rejected: t.rejected,
+            evictions: t.evictions,
+            idle_reclaims: t.idle_reclaims,
+            untracked: t.untracked,
+            refused: t.refused,
+            occupied,
+            active,
+            slots: self.slots as u64,
+        }
+    }
+
+    /// The algorithm every key runs.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::SlidingLog, Quota::per_second(3)).build()?;
+    /// assert_eq!(l.algorithm(), Algorithm::SlidingLog);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The quota every key gets.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let q = Quota::per_minute(30);
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::FixedWindow, q).build()?;
+    /// assert_eq!(l.quota(), q);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// The clock this limiter reads.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Clock, KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::<u64, _>::builder(Algorithm::FixedWindow, Quota::per_second(1))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert_eq!(l.clock().now(), 0);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+impl<K: Hash + ?Sized, C: Clock> fmt::Debug for KeyedRateLimiter<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedRateLimiter")
+            .field("algorithm", &self.algorithm)
+            .field("quota", &self.quota)
+            .field("capacity", &self.capacity)
+            .field("slots", &self.slots)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn limiter_is_send_and_sync_for_unsized_keys() {
+        assert_send_sync::<KeyedRateLimiter<str>>();
+        assert_send_sync::<KeyedRateLimiter<[u8], ManualClock>>();
+    }
+
+    #[test]
+    fn packed_slots_are_sixteen_bytes() {
+        assert_eq!(std::mem::size_of::<crate::sync::AtomicU128>(), 16);
+    }
+}

@@ -1,0 +1,295 @@
+//! The packed keyed table: one 16-byte atomic word per slot, `(fingerprint, state)`.
+//!
+//! # The protocol, and why one key's request can never touch another key's state
+//!
+//! Slot word, 128 bits: `fingerprint << 64 | state`; fingerprint `0` is an empty slot.
+//! Every write to a slot is a 128-bit compare-and-swap of the whole word:
+//!
+//! * **update** (the key is present): `load → step → CAS(old word, (fp, new state))`.
+//!   The CAS succeeds only if the slot still holds this key's fingerprint *and* the
+//!   state the step was computed from. If the fingerprint changed (the slot was
+//!   reclaimed or evicted for another key), the request restarts from the lookup. So a
+//!   request of key A is never applied to key B's state, nor B's to A's: there is no
+//!   "slot handle" to go stale, only a value compared in full (no ABA: equal words
+//!   mean equal key and equal state, and the step is a pure function of them).
+//! * **claim of an empty slot** (lock-free): after a scan of both candidate windows
+//!   that finds no copy of the key, the key goes to the *first* empty slot of that scan
+//!   in the key's canonical order. Slots never become empty again, so two threads
+//!   inserting the same key cannot both succeed in different slots: the one whose
+//!   target comes later in the order read the other's target after it was claimed and
+//!   so saw the key there.
+//! * **claim of an occupied slot** (idle reclaim, eviction): only when the scan found no
+//!   empty slot (and none can appear again). These claims take the shard's claim lock
+//!   and rescan under it, so all replacing claims of one key are serialized; together
+//!   with the rule above, a key is never present twice.
+//!
+//! Lookups and updates never lock; a claim that replaces an entry holds its shard's
+//! lock for one scan of two windows and one CAS.
+
+use super::layout::{fingerprint, new_shards, totals, Geometry, Location, Shard, Totals};
+use super::OnFull;
+use crate::algorithm::PackedParams;
+use crate::sync::{lock, AtomicU128, Ordering};
+use crate::Decision;
+use crossbeam_utils::CachePadded;
+
+/// The fingerprint of a slot word.
+#[inline]
+fn fp_of(word: u128) -> u64 {
+    (word >> 64) as u64
+}
+
+/// The state of a slot word.
+#[inline]
+fn state_of(word: u128) -> u64 {
+    word as u64
+}
+
+/// The slot word for `fp` with `state`.
+#[inline]
+fn pack(fp: u64, state: u64) -> u128 {
+    (u128::from(fp) << 64) | u128::from(state)
+}
+
+/// Which of a packed entry's states to give up first: the one that still knows the
+/// least, i.e. whose cost-0 view has the most remaining, then the soonest reset.
+#[inline]
+pub(crate) fn information(d: &Decision) -> (u32, std::cmp::Reverse<std::time::Duration>) {
+    (d.remaining(), std::cmp::Reverse(d.reset_after()))
+}
+
+/// The outcome of a scan of a key's candidate windows.
+enum Scan {
+    Found(usize, u128),
+    Absent { first_empty: Option<usize> },
+}
+
+/// A fixed-capacity table of packed states.
+pub(crate) struct PackedTable {
+    slots: Box<[AtomicU128]>,
+    shards: Box<[CachePadded<Shard>]>,
+    geo: Geometry,
+    params: PackedParams,
+    on_full: OnFull,
+}
+
+impl PackedTable {
+    /// Allocates every slot, once.
+    pub(crate) fn new(
+        geo: Geometry,
+        params: PackedParams,
+        on_full: OnFull,
+    ) -> Result<Self, crate::ConfigError> {
+        let n = geo.slots();
+        let mut slots = Vec::new();
+        slots
+            .try_reserve_exact(n)
+            .map_err(|_| crate::ConfigError::InvalidCapacity {
+                requested: n,
+                max: super::layout::MAX_CAPACITY,
+            })?;
+        slots.extend((0..n).map(|_| AtomicU128::new(0)));
+        Ok(PackedTable {
+            slots: slots.into_boxed_slice(),
+            shards: new_shards(geo.shards()),
+            geo,
+            params,
+            on_full,
+        })
+    }
+
+    /// Bytes of the slots and shard metadata.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.slots) + std::mem::size_of_val(&*self.shards)
+    }
+
+    /// The counters.
+    pub(crate) fn totals(&self) -> Totals {
+        totals(&self.shards)
+    }
+
+    /// `(occupied, active)`: slots holding a key, and those whose state is not idle.
+    pub(crate) fn occupancy(&self, now: u64) -> (u64, u64) {
+        let (mut occupied, mut active) = (0, 0);
+        for s in self.slots.iter() {
+            let w = s.load(Ordering::Acquire);
+            if fp_of(w) != 0 {
+                occupied += 1;
+                if !self.params.is_idle(state_of(w), now) {
+                    active += 1;
+                }
+            }
+        }
+        (occupied, active)
+    }
+
+    /// Scans the key's candidate windows in canonical order.
+    #[inline]
+    fn scan(&self, fp: u64, loc: &Location) -> Scan {
+        let mut first_empty = None;
+        for range in loc.windows(self.geo.window()) {
+            for i in range {
+                let w = self.slots[i].load(Ordering::Acquire);
+                let f = fp_of(w);
+                if f == fp {
+                    return Scan::Found(i, w);
+                }
+                if f == 0 && first_empty.is_none() {
+                    first_empty = Some(i);
+                }
+            }
+        }
+        Scan::Absent { first_empty }
+    }
+
+    /// Steps the state of `fp` in slot `i`, starting from `word`. `None` when the slot
+    /// no longer holds `fp` (the request must look the key up again).
+    #[inline]
+    fn update(&self, i: usize, fp: u64, mut word: u128, now: u64, cost: u32) -> Option<Decision> {
+        loop {
+            let (next, d) = self.params.step(state_of(word), now, cost);
+            let Some(next) = next else {
+                return Some(d);
+            };
+            match self.slots[i].compare_exchange(
+                word,
+                pack(fp, next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(d),
+                Err(actual) if fp_of(actual) == fp => word = actual,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// One decision for the key hashed to `h`, at `now()` (re-read when the request
+    /// has to start over), for `cost <= capacity`.
+    pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32) -> Decision {
+        let fp = fingerprint(h);
+        let loc = self.geo.locate(h);
+        let shard = &self.shards[loc.shard];
+        let mut t = now();
+        loop {
+            match self.scan(fp, &loc) {
+                Scan::Found(i, w) => {
+                    if let Some(d) = self.update(i, fp, w, t, cost) {
+                        shard.count(cost, &d);
+                        return d;
+                    }
+                }
+                Scan::Absent { first_empty } => {
+                    let (next, d) = self.params.step(0, t, cost);
+                    let Some(next) = next else {
+                        // A peek (cost 0) at an absent key: it decides as fresh.
+                        return d;
+                    };
+                    if let Some(e) = first_empty {
+                        if self.slots[e]
+                            .compare_exchange(
+                                0,
+                                pack(fp, next),
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            )
+                            .is_ok()
+                        {
+                            shard.count(cost, &d);
+                            return d;
+                        }
+                    } else if let Some(d) = self.claim_locked(fp, &loc, shard, t, cost) {
+                        shard.count(cost, &d);
+                        return d;
+                    }
+                }
+            }
+            // Lost a race: the slot changed under us. Start over with a fresh reading
+            // (never older than the one we had).
+            t = t.max(now());
+        }
+    }
+
+    /// The claim of a full pair of windows, under the shard's claim lock: rescan, then
+    /// reclaim an idle entry, or apply the `OnFull` policy. `None` when a CAS lost a
+    /// race and the whole request should start over.
+    fn claim_locked(
+        &self,
+        fp: u64,
+        loc: &Location,
+        shard: &Shard,
+        now: u64,
+        cost: u32,
+    ) -> Option<Decision> {
+        let _guard = lock(&shard.claim);
+        let window = self.geo.window();
+        // Per candidate window: live entries, and its first idle or empty slot.
+        let mut live = [0usize; 2];
+        let mut free: [Option<(usize, u128)>; 2] = [None, None];
+        let mut victim: Option<(usize, u128, (u32, std::cmp::Reverse<std::time::Duration>))> = None;
+        let mut soonest_reset = u64::MAX;
+        for (wi, range) in loc.windows(window).enumerate() {
+            for i in range {
+                let w = self.slots[i].load(Ordering::Acquire);
+                let f = fp_of(w);
+                if f == fp {
+                    // Inserted meanwhile (claims of this key are serialized by this
+                    // lock, or were an empty-slot claim that finished before).
+                    return self.update(i, fp, w, now, cost);
+                }
+                if f == 0 || self.params.is_idle(state_of(w), now) {
+                    if free[wi].is_none() {
+                        free[wi] = Some((i, w));
+                    }
+                    continue;
+                }
+                live[wi] += 1;
+                let view = self.params.step(state_of(w), now, 0).1;
+                let reset = u64::try_from(view.reset_after().as_nanos()).unwrap_or(u64::MAX);
+                soonest_reset = soonest_reset.min(reset);
+                let info = information(&view);
+                if victim.as_ref().map_or(true, |(_, _, best)| info > *best) {
+                    victim = Some((i, w, info));
+                }
+            }
+        }
+        let (next, fresh) = self.params.step(0, now, cost);
+        let Some(next) = next else {
+            // Unreachable: `decide` answers peeks (cost 0) before claiming.
+            return Some(fresh);
+        };
+        // Two choices: the free slot in the window with fewer live keys.
+        let target = match free {
+            [Some(a), Some(b)] => Some(if live[1] < live[0] { b } else { a }),
+            [a, b] => a.or(b),
+        };
+        if let Some((i, old)) = target {
+            self.slots[i]
+                .compare_exchange(old, pack(fp, next), Ordering::AcqRel, Ordering::Acquire)
+                .ok()?;
+            if fp_of(old) != 0 {
+                Shard::bump(&shard.idle_reclaims);
+            }
+            return Some(fresh);
+        }
+        match self.on_full {
+            OnFull::Evict => {
+                let (i, old, _) = victim?;
+                self.slots[i]
+                    .compare_exchange(old, pack(fp, next), Ordering::AcqRel, Ordering::Acquire)
+                    .ok()?;
+                Shard::bump(&shard.evictions);
+                Some(fresh)
+            }
+            OnFull::Deny => {
+                Shard::bump(&shard.refused);
+                let wait = soonest_reset.max(1);
+                Some(Decision::deny(self.params.capacity(), 0, wait, wait))
+            }
+            OnFull::Allow => {
+                Shard::bump(&shard.untracked);
+                Some(fresh)
+            }
+        }
+    }
+}
