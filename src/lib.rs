@@ -9,6 +9,8 @@ mod error;
 mod keyed;
 mod limiter;
 mod quota;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod sync;
 
 pub use algorithm::Algorithm;

@@ -1,0 +1,116 @@
+//! Errors of the distributed mode.
+
+use crate::{ConfigError, InsufficientCapacity};
+use std::fmt;
+use std::time::Duration;
+
+/// Why a distributed decision (or building a distributed limiter) failed.
+///
+/// Errors are values, never hangs: every Redis call is bounded by the limiter's
+/// timeout. With a [`Fallback`](super::Fallback) other than `Error`, the Redis
+/// variants are turned into decisions instead of being returned.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::redis::Error;
+///
+/// let err = Error::Timeout(Duration::from_millis(50));
+/// assert!(err.to_string().contains("50ms"));
+/// assert!(err.is_redis_unavailable());
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Redis answered with an error, or the connection failed.
+    Redis(redis::RedisError),
+    /// Redis did not answer within the limiter's timeout.
+    Timeout(Duration),
+    /// Redis answered something the script cannot have returned.
+    BadReply(String),
+    /// The quota cannot work at all (the same checks as the local engine).
+    Config(ConfigError),
+    /// The quota works locally but cannot be computed exactly by the Lua scripts,
+    /// whose numbers are doubles in whole microseconds.
+    Unrepresentable(String),
+    /// The request's cost exceeds the capacity: it can never be admitted.
+    InsufficientCapacity(InsufficientCapacity),
+    /// The builder was given neither a URL nor a connection.
+    NoTarget,
+    /// The mode does not support this algorithm or option.
+    Unsupported(String),
+}
+
+impl Error {
+    /// Whether this error means Redis could not be used (down, slow, or answering
+    /// garbage), as opposed to a mistake in the quota or the request: the errors a
+    /// [`Fallback`](super::Fallback) turns into decisions.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::redis::Error;
+    /// use tollgate::InsufficientCapacity;
+    ///
+    /// let e = Error::InsufficientCapacity(InsufficientCapacity { requested: 9, capacity: 5 });
+    /// assert!(!e.is_redis_unavailable());
+    /// assert!(Error::BadReply("nil".into()).is_redis_unavailable());
+    /// ```
+    #[must_use]
+    pub fn is_redis_unavailable(&self) -> bool {
+        matches!(
+            self,
+            Error::Redis(_) | Error::Timeout(_) | Error::BadReply(_)
+        )
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Redis(e) => write!(f, "redis error: {e}"),
+            Error::Timeout(t) => write!(f, "redis did not answer within {t:?}"),
+            Error::BadReply(what) => write!(f, "unexpected reply from redis: {what}"),
+            Error::Config(e) => write!(f, "invalid quota: {e}"),
+            Error::Unrepresentable(why) => {
+                write!(f, "quota not representable by the redis scripts: {why}")
+            }
+            Error::InsufficientCapacity(e) => write!(f, "{e}"),
+            Error::Unsupported(what) => write!(f, "unsupported: {what}"),
+            Error::NoTarget => write!(
+                f,
+                "no redis target: call .url(..) or .connection(..) on the builder"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis(e) => Some(e),
+            Error::Config(e) => Some(e),
+            Error::InsufficientCapacity(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        Error::Redis(e)
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Error::Config(e)
+    }
+}
+
+impl From<InsufficientCapacity> for Error {
+    fn from(e: InsufficientCapacity) -> Self {
+        Error::InsufficientCapacity(e)
+    }
+}

@@ -1,0 +1,758 @@
+//! The exact mode: one atomic Lua script, one `EVALSHA` round trip per decision.
+
+use super::{bounded, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
+use crate::algorithm::{Params, SLIDING_LOG_MAX_LIMIT};
+use crate::{Algorithm, Clock, Decision, InsufficientCapacity, Quota, RateLimiter};
+use redis::aio::ConnectionManager;
+use redis::Script;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+const PRELUDE: &str = include_str!("scripts/prelude.lua");
+const GCRA: &str = include_str!("scripts/gcra.lua");
+const FIXED_WINDOW: &str = include_str!("scripts/fixed_window.lua");
+const SLIDING_WINDOW: &str = include_str!("scripts/sliding_window.lua");
+const SLIDING_LOG: &str = include_str!("scripts/sliding_log.lua");
+
+/// The largest integer any script handles besides the time: leaves room for Redis
+/// `TIME` in microseconds (about 2^51 today) below 2^53, where doubles stop being exact.
+const MAX_SPAN_US: u64 = 1 << 52;
+
+/// How long the fallback answers alone after a Redis error before Redis is tried
+/// again (only with a fallback other than [`Fallback::Error`]).
+const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
+
+/// Extra TTL (ms) on keys written with the caller's clock, whose time runs apart from
+/// the Redis clock that expires keys.
+const CALLER_CLOCK_GRACE_MS: u64 = 1000;
+
+/// The most keys the local fallback tracks; further keys share one limiter.
+const FALLBACK_MAX_KEYS: usize = 1 << 16;
+
+fn script(body: &str) -> Script {
+    let mut src = String::with_capacity(PRELUDE.len() + body.len());
+    src.push_str(PRELUDE);
+    src.push_str(body);
+    Script::new(&src)
+}
+
+/// The compiled scripts, one per algorithm family, hashed once per process.
+fn scripts() -> &'static [Script; 4] {
+    static SCRIPTS: OnceLock<[Script; 4]> = OnceLock::new();
+    SCRIPTS.get_or_init(|| {
+        [
+            script(GCRA),
+            script(FIXED_WINDOW),
+            script(SLIDING_WINDOW),
+            script(SLIDING_LOG),
+        ]
+    })
+}
+
+/// What to do when Redis is down, slow, or answers garbage.
+///
+/// Every decision the fallback makes is counted in [`RedisStats::fallbacks`].
+///
+/// # Example
+///
+/// ```
+/// use tollgate::redis::Fallback;
+/// use tollgate::Quota;
+///
+/// // While Redis is away, each instance enforces a tenth of the quota on its own.
+/// let f = Fallback::Local(Quota::per_second(10));
+/// assert_ne!(f, Fallback::Error);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fallback {
+    /// Return the error (the default).
+    #[default]
+    Error,
+    /// Admit every request (fail open).
+    Allow,
+    /// Deny every request (fail closed), with `retry_after` equal to the timeout.
+    Deny,
+    /// Decide with a local [`RateLimiter`] per key running the same algorithm on this
+    /// quota (typically the global quota divided by the number of instances), until
+    /// Redis answers again. At most 65,536 keys get their own local limiter; further
+    /// keys share one.
+    Local(Quota),
+}
+
+/// Counters of a [`RedisRateLimiter`] (all its clones together).
+///
+/// # Example
+///
+/// ```
+/// let s = tollgate::redis::RedisStats::default();
+/// assert_eq!(s.decisions + s.errors + s.fallbacks, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RedisStats {
+    /// Decisions Redis made.
+    pub decisions: u64,
+    /// Redis calls that failed (error, timeout or bad reply).
+    pub errors: u64,
+    /// Decisions the [`Fallback`] made instead of Redis.
+    pub fallbacks: u64,
+}
+
+/// The script's parameters, in whole microseconds.
+#[derive(Clone, Copy, Debug)]
+enum Plan {
+    Gcra { t_us: u64, burst: u32, shaper: bool },
+    Fixed { p_us: u64, limit: u32 },
+    Sliding { p_us: u64, limit: u32 },
+    Log { p_us: u64, limit: u32 },
+}
+
+impl Plan {
+    fn new(algorithm: Algorithm, quota: Quota) -> Result<Self, Error> {
+        // The local engine's checks first: the same ConfigError for the same quota.
+        Params::new(algorithm, quota)?;
+        let period_ns = quota.period().as_nanos();
+        if period_ns % 1000 != 0 {
+            return Err(Error::Unrepresentable(format!(
+                "period {:?} is not a whole number of microseconds",
+                quota.period()
+            )));
+        }
+        // Params::new bounds the period by the 2^62 ns horizon.
+        let p_us = (period_ns / 1000) as u64;
+        let limit = quota.limit();
+        let too_big = |what: &str, v: u128| {
+            Error::Unrepresentable(format!(
+                "{what} = {v} exceeds 2^52, the largest integer the scripts compute exactly"
+            ))
+        };
+        if u128::from(p_us) > u128::from(MAX_SPAN_US) {
+            return Err(too_big("period in µs", u128::from(p_us)));
+        }
+        Ok(match algorithm {
+            Algorithm::TokenBucket | Algorithm::LeakyBucket => {
+                let t_us = p_us / u64::from(limit);
+                if t_us == 0 {
+                    return Err(Error::Unrepresentable(format!(
+                        "{limit} per {:?} is more than one request per microsecond",
+                        quota.period()
+                    )));
+                }
+                let burst = quota.burst();
+                let tau = u128::from(t_us) * u128::from(burst);
+                if tau > u128::from(MAX_SPAN_US) {
+                    return Err(too_big("burst × interval in µs", tau));
+                }
+                Plan::Gcra {
+                    t_us,
+                    burst,
+                    shaper: algorithm == Algorithm::LeakyBucket,
+                }
+            }
+            Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+                let product = u128::from(limit) * u128::from(p_us);
+                if product > u128::from(MAX_SPAN_US) {
+                    return Err(too_big("limit × period in µs", product));
+                }
+                if algorithm == Algorithm::FixedWindow {
+                    Plan::Fixed { p_us, limit }
+                } else {
+                    Plan::Sliding { p_us, limit }
+                }
+            }
+            Algorithm::SlidingLog => {
+                debug_assert!(limit <= SLIDING_LOG_MAX_LIMIT);
+                Plan::Log { p_us, limit }
+            }
+        })
+    }
+
+    fn capacity(&self) -> u32 {
+        match *self {
+            Plan::Gcra { burst, .. } => burst,
+            Plan::Fixed { limit, .. } | Plan::Sliding { limit, .. } | Plan::Log { limit, .. } => {
+                limit
+            }
+        }
+    }
+
+    fn script(&self) -> &'static Script {
+        let s = scripts();
+        match self {
+            Plan::Gcra { .. } => &s[0],
+            Plan::Fixed { .. } => &s[1],
+            Plan::Sliding { .. } => &s[2],
+            Plan::Log { .. } => &s[3],
+        }
+    }
+
+    /// ARGV[4..]: the algorithm's parameters.
+    fn args(&self) -> [u64; 3] {
+        match *self {
+            Plan::Gcra {
+                t_us,
+                burst,
+                shaper,
+            } => [t_us, u64::from(burst), u64::from(shaper)],
+            Plan::Fixed { p_us, limit }
+            | Plan::Sliding { p_us, limit }
+            | Plan::Log { p_us, limit } => [p_us, u64::from(limit), 0],
+        }
+    }
+}
+
+/// An exact distributed rate limiter: every decision is one atomic Lua script on
+/// Redis, so every instance sharing a Redis (and a prefix) shares one limit exactly.
+///
+/// Clones share one multiplexed connection and one set of counters.
+///
+/// Time comes from Redis `TIME` inside the script by default: one clock for every
+/// instance, no client skew. [`clock`](RedisRateLimiterBuilder::clock) passes the
+/// caller's clock instead.
+///
+/// Semantics are the local engine's ([`RateLimiter`]) in whole microseconds: the
+/// emission interval is `floor(period_µs / limit)` µs, windows are aligned to the
+/// clock's zero (the Unix epoch with Redis `TIME`), and every number the scripts
+/// compute stays below 2^53 (quotas that would not are refused at build time).
+///
+/// # Example
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::redis::{Fallback, RedisRateLimiter};
+/// use tollgate::{Algorithm, Quota};
+///
+/// # async fn run() -> Result<(), tollgate::redis::Error> {
+/// let limiter = RedisRateLimiter::builder(Algorithm::SlidingWindow, Quota::per_minute(600))
+///     .url("redis://127.0.0.1:6379")
+///     .prefix("api")
+///     .timeout(Duration::from_millis(50))
+///     .fallback(Fallback::Local(Quota::per_minute(60)))
+///     .build()
+///     .await?;
+/// let d = limiter.check("client-7").await?;
+/// println!("allowed: {}, remaining: {}", d.is_allowed(), d.remaining());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisRateLimiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: ConnectionManager,
+    plan: Plan,
+    algorithm: Algorithm,
+    quota: Quota,
+    prefix: String,
+    timeout: Duration,
+    time: TimeSource,
+    grace_ms: u64,
+    fallback: FallbackState,
+    decisions: AtomicU64,
+    errors: AtomicU64,
+    fallbacks: AtomicU64,
+    /// Nanoseconds after `epoch` before which the fallback answers alone.
+    down_until: AtomicU64,
+    epoch: Instant,
+}
+
+enum FallbackState {
+    Error,
+    Allow,
+    Deny,
+    Local {
+        algorithm: Algorithm,
+        quota: Quota,
+        keys: Mutex<HashMap<String, Arc<RateLimiter>>>,
+        overflow: Box<RateLimiter>,
+    },
+}
+
+impl RedisRateLimiter {
+    /// Starts building an exact distributed limiter running `algorithm` on `quota`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::redis::RedisRateLimiter;
+    /// use tollgate::{Algorithm, Quota};
+    ///
+    /// let builder = RedisRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(10))
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .prefix("login");
+    /// # let _ = builder;
+    /// ```
+    pub fn builder(algorithm: Algorithm, quota: Quota) -> RedisRateLimiterBuilder {
+        RedisRateLimiterBuilder {
+            algorithm,
+            quota,
+            target: Target::None,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            fallback: Fallback::Error,
+            time: TimeSource::Server,
+        }
+    }
+
+    /// Decides one request of cost 1 for `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`], [`Error::Timeout`] or [`Error::BadReply`] when Redis cannot
+    /// decide within the timeout and the [`Fallback`] is `Error`.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// if !limiter.check("10.0.0.1").await?.is_allowed() {
+    ///     // answer 429
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn check(&self, key: &str) -> Result<Decision, Error> {
+        self.check_n(key, 1).await
+    }
+
+    /// Decides one request of cost `n` for `key`. A cost of 0 changes nothing and
+    /// reports the current state.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InsufficientCapacity`] when `n` exceeds the capacity (the burst for
+    /// the buckets, the limit for the others); the Redis errors of
+    /// [`check`](Self::check).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// let d = limiter.check_n("upload:alice", 5).await?;
+    /// # let _ = d;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn check_n(&self, key: &str, n: u32) -> Result<Decision, Error> {
+        let inner = &*self.inner;
+        let capacity = inner.plan.capacity();
+        if n > capacity {
+            return Err(Error::InsufficientCapacity(InsufficientCapacity {
+                requested: n,
+                capacity,
+            }));
+        }
+        let has_fallback = !matches!(inner.fallback, FallbackState::Error);
+        if has_fallback && inner.elapsed_ns() < inner.down_until.load(Ordering::Relaxed) {
+            return Ok(inner.fall_back(key, n));
+        }
+        match inner.eval(key, n).await {
+            Ok(d) => {
+                inner.decisions.fetch_add(1, Ordering::Relaxed);
+                Ok(d)
+            }
+            Err(e) => {
+                inner.errors.fetch_add(1, Ordering::Relaxed);
+                if !has_fallback {
+                    return Err(e);
+                }
+                let until = inner.elapsed_ns() + RETRY_AFTER_ERROR.as_nanos() as u64;
+                inner.down_until.fetch_max(until, Ordering::Relaxed);
+                Ok(inner.fall_back(key, n))
+            }
+        }
+    }
+
+    /// The counters of this limiter and its clones.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// let s = limiter.stats();
+    /// println!("{} by redis, {} by fallback", s.decisions, s.fallbacks);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn stats(&self) -> RedisStats {
+        let i = &self.inner;
+        RedisStats {
+            decisions: i.decisions.load(Ordering::Relaxed),
+            errors: i.errors.load(Ordering::Relaxed),
+            fallbacks: i.fallbacks.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The Redis key holding `key`'s state: `<prefix>:{<key>}`.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// assert_eq!(limiter.redis_key("bob"), "tollgate:{bob}");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn redis_key(&self, key: &str) -> String {
+        format!("{}:{{{key}}}", self.inner.prefix)
+    }
+
+    /// The most that can ever be admitted at once.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// assert!(limiter.capacity() >= 1);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn capacity(&self) -> u32 {
+        self.inner.plan.capacity()
+    }
+
+    /// The algorithm this limiter runs.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// println!("{:?}", limiter.algorithm());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn algorithm(&self) -> Algorithm {
+        self.inner.algorithm
+    }
+
+    /// The quota this limiter enforces.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// println!("{:?}", limiter.quota());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        self.inner.quota
+    }
+}
+
+impl Inner {
+    fn elapsed_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    async fn eval(&self, key: &str, n: u32) -> Result<Decision, Error> {
+        let now_us: i64 = match &self.time {
+            TimeSource::Server => -1,
+            // ns / 1000 < 2^54: fits an i64.
+            TimeSource::Caller(f) => (f() / 1000) as i64,
+        };
+        let [a, b, c] = self.plan.args();
+        let mut inv = self.plan.script().prepare_invoke();
+        inv.key(format!("{}:{{{key}}}", self.prefix))
+            .arg(now_us)
+            .arg(n)
+            .arg(self.grace_ms)
+            .arg(a)
+            .arg(b)
+            .arg(c);
+        let mut conn = self.conn.clone();
+        let reply: Vec<i64> = bounded(self.timeout, inv.invoke_async(&mut conn)).await?;
+        self.parse(&reply)
+    }
+
+    fn parse(&self, reply: &[i64]) -> Result<Decision, Error> {
+        let bad = || Error::BadReply(format!("{reply:?} is not a decision"));
+        let &[allowed, remaining, reset, retry, delay] = reply else {
+            return Err(bad());
+        };
+        let limit = self.plan.capacity();
+        let remaining = u32::try_from(remaining)
+            .ok()
+            .filter(|r| *r <= limit)
+            .ok_or_else(bad)?;
+        let ns = |us: i64| -> Result<u64, Error> {
+            u64::try_from(us)
+                .ok()
+                .filter(|us| *us <= MAX_SPAN_US * 2)
+                .map(|us| us * 1000)
+                .ok_or_else(bad)
+        };
+        let (reset, retry, delay) = (ns(reset)?, ns(retry)?, ns(delay)?);
+        match allowed {
+            1 => Ok(Decision::allow(limit, remaining, reset, delay)),
+            0 => Ok(Decision::deny(limit, remaining, reset, retry)),
+            _ => Err(bad()),
+        }
+    }
+
+    fn fall_back(&self, key: &str, n: u32) -> Decision {
+        self.fallbacks.fetch_add(1, Ordering::Relaxed);
+        let limit = self.plan.capacity();
+        match &self.fallback {
+            FallbackState::Allow | FallbackState::Error => Decision::allow(limit, 0, 0, 0),
+            FallbackState::Deny => Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64),
+            FallbackState::Local {
+                algorithm,
+                quota,
+                keys,
+                overflow,
+            } => {
+                let local = {
+                    let mut map = keys.lock().unwrap_or_else(|e| e.into_inner());
+                    match map.get(key) {
+                        Some(l) => Some(Arc::clone(l)),
+                        None if map.len() < FALLBACK_MAX_KEYS => {
+                            // Validated at build time with the same algorithm and quota.
+                            RateLimiter::builder(*algorithm, *quota)
+                                .build()
+                                .ok()
+                                .map(|l| {
+                                    let l = Arc::new(l);
+                                    map.insert(key.to_owned(), Arc::clone(&l));
+                                    l
+                                })
+                        }
+                        None => None,
+                    }
+                };
+                let limiter = local.as_deref().unwrap_or(overflow);
+                // A cost past the local quota's capacity never fits locally: deny it.
+                limiter
+                    .check_n(n)
+                    .unwrap_or_else(|_| Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64))
+            }
+        }
+    }
+}
+
+impl fmt::Debug for RedisRateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisRateLimiter")
+            .field("algorithm", &self.inner.algorithm)
+            .field("quota", &self.inner.quota)
+            .field("prefix", &self.inner.prefix)
+            .field("timeout", &self.inner.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`RedisRateLimiter`]; made by [`RedisRateLimiter::builder`].
+///
+/// # Example
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::redis::RedisRateLimiter;
+/// use tollgate::{Algorithm, Quota};
+///
+/// # async fn run() -> Result<(), tollgate::redis::Error> {
+/// let limiter = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(50))
+///     .url("redis://127.0.0.1:6379")
+///     .timeout(Duration::from_millis(20))
+///     .build()
+///     .await?;
+/// # let _ = limiter;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a builder does nothing until .build() is called"]
+pub struct RedisRateLimiterBuilder {
+    algorithm: Algorithm,
+    quota: Quota,
+    target: Target,
+    prefix: String,
+    timeout: Duration,
+    fallback: Fallback,
+    time: TimeSource,
+}
+
+impl RedisRateLimiterBuilder {
+    /// Connects to the Redis at `url` (`redis://host:port/db`) when built.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
+    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .url("redis://127.0.0.1:6379/0");
+    /// # let _ = b;
+    /// ```
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.target = Target::Url(url.into());
+        self
+    }
+
+    /// Uses an existing connection (shared with the caller's other Redis traffic).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = tollgate::redis::redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let conn = client.get_connection_manager().await?;
+    /// let limiter = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .connection(conn)
+    ///     .build()
+    ///     .await?;
+    /// # let _ = limiter;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn connection(mut self, connection: ConnectionManager) -> Self {
+        self.target = Target::Connection(Box::new(connection));
+        self
+    }
+
+    /// Prefixes every Redis key (default `tollgate`). Give each limiter (each
+    /// algorithm and quota) its own prefix: limiters sharing a prefix share state.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
+    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .prefix("rl:search");
+    /// # let _ = b;
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Bounds every Redis call, and connecting (default 100 ms).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
+    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .timeout(Duration::from_millis(25));
+    /// # let _ = b;
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// What to do when Redis is unavailable (default [`Fallback::Error`]). With any
+    /// other policy, after a failed call the fallback decides alone for 100 ms before
+    /// Redis is tried again, so an outage costs one timeout per 100 ms, not one per
+    /// request.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::{Fallback, RedisRateLimiter}, Algorithm, Quota};
+    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .fallback(Fallback::Allow);
+    /// # let _ = b;
+    /// ```
+    pub fn fallback(mut self, fallback: Fallback) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    /// Decides at the caller's `clock` (whole microseconds of its nanoseconds) instead
+    /// of Redis `TIME`. Every instance must then share one clock; key TTLs are
+    /// computed in that clock's time plus one second of grace.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, ManualClock, Quota};
+    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .clock(ManualClock::new());
+    /// # let _ = b;
+    /// ```
+    pub fn clock<C: Clock>(mut self, clock: C) -> Self {
+        self.time = TimeSource::from_clock(clock);
+        self
+    }
+
+    /// Checks the quota, then connects (within the timeout).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a quota the local engine refuses;
+    /// [`Error::Unrepresentable`] for one the scripts cannot compute exactly (a period
+    /// that is not whole microseconds, more than one request per microsecond for the
+    /// buckets, spans or `limit × period` past 2^52 µs); [`Error::NoTarget`] without a
+    /// URL or connection; [`Error::Redis`] or [`Error::Timeout`] when Redis cannot be
+    /// reached.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::{Error, RedisRateLimiter}, Algorithm, Quota};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let err = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(0))
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .build()
+    ///     .await
+    ///     .unwrap_err();
+    /// assert!(matches!(err, Error::Config(_)));
+    /// # }
+    /// ```
+    pub async fn build(self) -> Result<RedisRateLimiter, Error> {
+        let plan = Plan::new(self.algorithm, self.quota)?;
+        let fallback = match self.fallback {
+            Fallback::Error => FallbackState::Error,
+            Fallback::Allow => FallbackState::Allow,
+            Fallback::Deny => FallbackState::Deny,
+            Fallback::Local(quota) => FallbackState::Local {
+                algorithm: self.algorithm,
+                quota,
+                keys: Mutex::new(HashMap::new()),
+                overflow: Box::new(RateLimiter::builder(self.algorithm, quota).build()?),
+            },
+        };
+        let grace_ms = match self.time {
+            TimeSource::Server => 0,
+            TimeSource::Caller(_) => CALLER_CLOCK_GRACE_MS,
+        };
+        let conn = self.target.connect(self.timeout).await?;
+        Ok(RedisRateLimiter {
+            inner: Arc::new(Inner {
+                conn,
+                plan,
+                algorithm: self.algorithm,
+                quota: self.quota,
+                prefix: self.prefix,
+                timeout: self.timeout,
+                time: self.time,
+                grace_ms,
+                fallback,
+                decisions: AtomicU64::new(0),
+                errors: AtomicU64::new(0),
+                fallbacks: AtomicU64::new(0),
+                down_until: AtomicU64::new(0),
+                epoch: Instant::now(),
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for RedisRateLimiterBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisRateLimiterBuilder")
+            .field("algorithm", &self.algorithm)
+            .field("quota", &self.quota)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("fallback", &self.fallback)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,828 @@
+//! The hybrid mode: local decisions, counts shared through Redis in the background.
+
+use super::{bounded, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
+use crate::algorithm::Params;
+use crate::{Algorithm, Clock, Decision, InsufficientCapacity, Quota};
+use redis::aio::ConnectionManager;
+use redis::Script;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::task::JoinHandle;
+
+const SYNC_SCRIPT: &str = include_str!("scripts/hybrid_sync.lua");
+
+/// Extra TTL on the window counters, for clock skew between instances.
+const TTL_GRACE_MS: u64 = 1000;
+
+fn sync_script() -> &'static Script {
+    static SCRIPT: OnceLock<Script> = OnceLock::new();
+    SCRIPT.get_or_init(|| Script::new(SYNC_SCRIPT))
+}
+
+/// Counters of a [`HybridRateLimiter`] (all its clones together).
+///
+/// # Example
+///
+/// ```
+/// let s = tollgate::redis::HybridStats::default();
+/// assert_eq!(s.round_trips, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HybridStats {
+    /// Decisions made (all local).
+    pub decisions: u64,
+    /// Redis round trips made by syncs (one per sync with keys to share).
+    pub round_trips: u64,
+    /// Syncs that failed; their counts are kept and sent with the next sync.
+    pub sync_errors: u64,
+    /// Decisions denied because the key table was full (see
+    /// [`max_keys`](HybridRateLimiterBuilder::max_keys)).
+    pub untracked: u64,
+    /// Keys tracked now.
+    pub keys: u64,
+    /// The longest time between two successful syncs so far, in nanoseconds.
+    pub max_sync_gap_ns: u64,
+}
+
+/// One window's counts as this instance sees them.
+#[derive(Clone, Copy, Debug, Default)]
+struct Win {
+    /// The global count read back at the last sync (includes our flushed counts).
+    global: u64,
+    /// Our admissions not yet sent.
+    pending: u64,
+    /// Our admissions sent by the sync in progress.
+    inflight: u64,
+}
+
+impl Win {
+    fn estimate(&self) -> u64 {
+        self.global + self.pending + self.inflight
+    }
+}
+
+/// A key's windows `k − 1` and `k`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Entry {
+    k: u64,
+    w: [Win; 2],
+}
+
+impl Entry {
+    /// Moves the entry to window `k_now` (never backwards); returns the window decided in.
+    fn roll(&mut self, k_now: u64) -> u64 {
+        if k_now > self.k {
+            if k_now == self.k + 1 {
+                self.w = [self.w[1], Win::default()];
+            } else {
+                self.w = [Win::default(); 2];
+            }
+            self.k = k_now;
+        }
+        self.k
+    }
+}
+
+type Table = HashMap<Box<str>, Entry, ahash::RandomState>;
+
+/// A distributed limiter that decides locally, at in-memory speed, and shares its
+/// counts through Redis in the background (FixedWindow and SlidingWindow).
+///
+/// Each instance counts its own admissions per key and window. A background task
+/// sends, every sync interval `I`, all the counts that changed since the last sync and
+/// reads back the global count of every tracked key, in one pipelined round trip (one
+/// atomic script per key: `INCRBY` and `PEXPIRE` together). A decision compares the
+/// last global count plus this instance's unsent admissions with the limit; it never
+/// waits on the network.
+///
+/// # Overshoot bound
+///
+/// With `N` instances, each receiving at most `r` requests per second for a key, sync
+/// interval `I` and Redis round-trip time `d`, the global count of one window exceeds
+/// the limit by at most `3·N·r·(I + d)`: an instance's view of a tracked key misses at
+/// most the last `2·(I + d)` of the others' admissions, and a key an instance has not
+/// seen before is decided with no global count for up to `I + d`. (For `FixedWindow`
+/// the excess is also never more than `(N − 1)·limit`, since no instance alone admits
+/// more than the limit.) Redis round trips per decision are at most
+/// `1 / (r·I)` per instance. Windows are aligned to the Unix epoch and
+/// instances' clocks must agree to well within a window.
+///
+/// If Redis is unavailable, decisions continue locally; unsent counts are kept and
+/// sent with the next successful sync ([`HybridStats::sync_errors`] counts failures).
+///
+/// The number of tracked keys is bounded ([`max_keys`](HybridRateLimiterBuilder::max_keys)):
+/// keys idle for a window (two for `SlidingWindow`) are dropped at each sync, and while
+/// the table is full a new key is denied (counted in [`HybridStats::untracked`]).
+///
+/// # Example
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::redis::HybridRateLimiter;
+/// use tollgate::{Algorithm, Quota};
+///
+/// # async fn run() -> Result<(), tollgate::redis::Error> {
+/// let limiter = HybridRateLimiter::builder(Algorithm::SlidingWindow, Quota::per_minute(6000))
+///     .url("redis://127.0.0.1:6379")
+///     .sync_interval(Duration::from_millis(50))
+///     .build()
+///     .await?;
+/// let d = limiter.check("tenant-3"); // no await: decided locally
+/// # let _ = d;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct HybridRateLimiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    algorithm: Algorithm,
+    quota: Quota,
+    limit: u32,
+    period_ns: u64,
+    sliding: bool,
+    prefix: String,
+    timeout: Duration,
+    max_keys: usize,
+    conn: ConnectionManager,
+    time: TimeSource,
+    table: Mutex<Table>,
+    sync_lock: tokio::sync::Mutex<()>,
+    decisions: AtomicU64,
+    round_trips: AtomicU64,
+    sync_errors: AtomicU64,
+    untracked: AtomicU64,
+    max_gap: AtomicU64,
+    last_sync: AtomicU64,
+    epoch: Instant,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(task) = lock(&self.task).take() {
+            task.abort();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One key's share of a sync: what was sent, for which window.
+struct Sent {
+    key: Box<str>,
+    k: u64,
+    add: [u64; 2],
+}
+
+impl HybridRateLimiter {
+    /// Starts building a hybrid limiter running `algorithm` (`FixedWindow` or
+    /// `SlidingWindow`) on `quota`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::redis::HybridRateLimiter;
+    /// use tollgate::{Algorithm, Quota};
+    ///
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(1000))
+    ///     .url("redis://127.0.0.1:6379");
+    /// # let _ = b;
+    /// ```
+    pub fn builder(algorithm: Algorithm, quota: Quota) -> HybridRateLimiterBuilder {
+        HybridRateLimiterBuilder {
+            algorithm,
+            quota,
+            target: Target::None,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            interval: Duration::from_millis(100),
+            max_keys: 100_000,
+            time: TimeSource::Server,
+        }
+    }
+
+    /// Decides one request of cost 1 for `key`, locally.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
+    /// if limiter.check("10.1.2.3").is_allowed() { /* serve */ }
+    /// # }
+    /// ```
+    pub fn check(&self, key: &str) -> Decision {
+        self.inner.decide(key, 1)
+    }
+
+    /// Decides one request of cost `n` for `key`, locally.
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] when `n` exceeds the limit.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::HybridRateLimiter) -> Result<(), tollgate::InsufficientCapacity> {
+    /// let d = limiter.check_n("batch", 10)?;
+    /// # let _ = d;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn check_n(&self, key: &str, n: u32) -> Result<Decision, InsufficientCapacity> {
+        let capacity = self.inner.limit;
+        if n > capacity {
+            return Err(InsufficientCapacity {
+                requested: n,
+                capacity,
+            });
+        }
+        Ok(self.inner.decide(key, n))
+    }
+
+    /// Syncs now (what the background task does every interval): sends the unsent
+    /// counts and reads back the global ones. Returns the number of keys synced.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`], [`Error::Timeout`] or [`Error::BadReply`]; the unsent counts
+    /// are then kept for the next sync.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::HybridRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// limiter.sync().await?; // e.g. before shutting down
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn sync(&self) -> Result<usize, Error> {
+        self.inner.sync().await
+    }
+
+    /// The counters of this limiter and its clones.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
+    /// let s = limiter.stats();
+    /// println!("{} round trips for {} decisions", s.round_trips, s.decisions);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn stats(&self) -> HybridStats {
+        let i = &self.inner;
+        HybridStats {
+            decisions: i.decisions.load(Ordering::Relaxed),
+            round_trips: i.round_trips.load(Ordering::Relaxed),
+            sync_errors: i.sync_errors.load(Ordering::Relaxed),
+            untracked: i.untracked.load(Ordering::Relaxed),
+            keys: lock(&i.table).len() as u64,
+            max_sync_gap_ns: i.max_gap.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The algorithm this limiter runs.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
+    /// println!("{:?}", limiter.algorithm());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn algorithm(&self) -> Algorithm {
+        self.inner.algorithm
+    }
+
+    /// The quota this limiter enforces.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
+    /// println!("{:?}", limiter.quota());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        self.inner.quota
+    }
+}
+
+impl fmt::Debug for HybridRateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HybridRateLimiter")
+            .field("algorithm", &self.inner.algorithm)
+            .field("quota", &self.inner.quota)
+            .field("prefix", &self.inner.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    fn now_ns(&self) -> u64 {
+        match &self.time {
+            TimeSource::Server => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            TimeSource::Caller(f) => f(),
+        }
+    }
+
+    fn redis_key(&self, key: &str, k: u64) -> String {
+        format!("{}:{{{key}}}:{k}", self.prefix)
+    }
+
+    fn decide(&self, key: &str, n: u32) -> Decision {
+        self.decisions.fetch_add(1, Ordering::Relaxed);
+        let t = self.now_ns();
+        let p = self.period_ns;
+        let k_now = t / p;
+        let mut table = lock(&self.table);
+        if !table.contains_key(key) {
+            if table.len() >= self.max_keys {
+                drop(table);
+                self.untracked.fetch_add(1, Ordering::Relaxed);
+                let wait = p - t % p;
+                return Decision::deny(self.limit, 0, wait, wait);
+            }
+            table.insert(
+                key.into(),
+                Entry {
+                    k: k_now,
+                    w: [Win::default(); 2],
+                },
+            );
+        }
+        let Some(entry) = table.get_mut(key) else {
+            unreachable!("inserted above under the same lock")
+        };
+        let k = entry.roll(k_now);
+        // A reading older than the entry's window is that window's start.
+        let e = if k_now < k { 0 } else { t - k * p };
+        let curr = entry.w[1].estimate();
+        let prev = if self.sliding {
+            entry.w[0].estimate()
+        } else {
+            0
+        };
+        let m = Math {
+            sliding: self.sliding,
+            p: u128::from(p),
+            limit: u128::from(self.limit),
+            prev: u128::from(prev),
+            e: u128::from(e),
+        };
+        let curr128 = u128::from(curr);
+        let n128 = u128::from(n);
+        if m.fits(curr128, n128) {
+            entry.w[1].pending += u64::from(n);
+            drop(table);
+            let after = curr128 + n128;
+            Decision::allow(self.limit, m.remaining(after), m.wait(after, m.limit), 0)
+        } else {
+            drop(table);
+            Decision::deny(
+                self.limit,
+                m.remaining(curr128),
+                m.wait(curr128, m.limit),
+                m.wait(curr128, n128),
+            )
+        }
+    }
+
+    async fn sync(&self) -> Result<usize, Error> {
+        let _one_at_a_time = self.sync_lock.lock().await;
+        let t = self.now_ns();
+        let k_now = t / self.period_ns;
+        let keep = if self.sliding { 2 } else { 1 };
+        let sent: Vec<Sent> = {
+            let mut table = lock(&self.table);
+            table.retain(|_, e| e.k + keep > k_now);
+            table
+                .iter_mut()
+                .map(|(key, e)| {
+                    let add = [e.w[0].pending, e.w[1].pending];
+                    for w in &mut e.w {
+                        w.inflight += w.pending;
+                        w.pending = 0;
+                    }
+                    Sent {
+                        key: key.clone(),
+                        k: e.k,
+                        add,
+                    }
+                })
+                .collect()
+        };
+        if sent.is_empty() {
+            self.note_sync();
+            return Ok(0);
+        }
+        let script = sync_script();
+        let mut pipe = redis::pipe();
+        // Loading first makes every EVALSHA below succeed, even right after a restart.
+        pipe.cmd("SCRIPT").arg("LOAD").arg(SYNC_SCRIPT).ignore();
+        for s in &sent {
+            // The idle time of window j ends at (j + 2)·P (it is still "previous" in j + 1).
+            let ttl = |j: u64| {
+                let end = (j + 2).saturating_mul(self.period_ns);
+                end.saturating_sub(t).div_ceil(1_000_000).max(1) + TTL_GRACE_MS
+            };
+            let prev_k = s.k.saturating_sub(1);
+            pipe.cmd("EVALSHA")
+                .arg(script.get_hash())
+                .arg(2)
+                .arg(self.redis_key(&s.key, prev_k))
+                .arg(self.redis_key(&s.key, s.k))
+                .arg(s.add[0])
+                .arg(s.add[1])
+                .arg(ttl(prev_k))
+                .arg(ttl(s.k));
+        }
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let mut conn = self.conn.clone();
+        let reply: Result<Vec<(u64, u64)>, Error> =
+            bounded(self.timeout, pipe.query_async(&mut conn)).await;
+        let reply = reply.and_then(|r| {
+            if r.len() == sent.len() {
+                Ok(r)
+            } else {
+                Err(Error::BadReply(format!(
+                    "{} replies for {} keys",
+                    r.len(),
+                    sent.len()
+                )))
+            }
+        });
+        let mut table = lock(&self.table);
+        match reply {
+            Ok(globals) => {
+                for (s, (g_prev, g_curr)) in sent.iter().zip(globals) {
+                    let Some(e) = table.get_mut(&s.key) else {
+                        continue;
+                    };
+                    if e.k == s.k {
+                        if s.k > 0 {
+                            e.w[0].global = g_prev;
+                        }
+                        e.w[0].inflight = e.w[0].inflight.saturating_sub(s.add[0]);
+                        e.w[1].global = g_curr;
+                        e.w[1].inflight = e.w[1].inflight.saturating_sub(s.add[1]);
+                    } else if e.k == s.k + 1 {
+                        e.w[0].global = g_curr;
+                        e.w[0].inflight = e.w[0].inflight.saturating_sub(s.add[1]);
+                    }
+                }
+                drop(table);
+                self.note_sync();
+                Ok(sent.len())
+            }
+            Err(err) => {
+                // Keep the counts: they go with the next sync.
+                for s in &sent {
+                    let Some(e) = table.get_mut(&s.key) else {
+                        continue;
+                    };
+                    let give_back = |w: &mut Win, add: u64| {
+                        let back = w.inflight.min(add);
+                        w.inflight -= back;
+                        w.pending += back;
+                    };
+                    if e.k == s.k {
+                        give_back(&mut e.w[0], s.add[0]);
+                        give_back(&mut e.w[1], s.add[1]);
+                    } else if e.k == s.k + 1 {
+                        give_back(&mut e.w[0], s.add[1]);
+                    }
+                }
+                self.sync_errors.fetch_add(1, Ordering::Relaxed);
+                Err(err)
+            }
+        }
+    }
+
+    fn note_sync(&self) {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let last = self.last_sync.swap(now, Ordering::Relaxed);
+        if last != 0 {
+            self.max_gap
+                .fetch_max(now - last.min(now), Ordering::Relaxed);
+        }
+    }
+}
+
+/// The window arithmetic of the local engine, in `u128`, for counts that may exceed
+/// the limit (the global count can).
+struct Math {
+    sliding: bool,
+    p: u128,
+    limit: u128,
+    prev: u128,
+    e: u128,
+}
+
+impl Math {
+    /// `prev·(P − e) + (c + n)·P ≤ limit·P` (`prev = 0` for the fixed window).
+    fn fits(&self, c: u128, n: u128) -> bool {
+        c + n <= self.limit && self.prev * (self.p - self.e) <= (self.limit - c - n) * self.p
+    }
+
+    fn remaining(&self, c: u128) -> u32 {
+        let budget = self.limit * self.p;
+        let used = self.prev * (self.p - self.e);
+        let fits = budget.saturating_sub(used) / self.p;
+        // fits <= limit < 2^32.
+        fits.saturating_sub(c) as u32
+    }
+
+    /// The shortest wait (ns) until cost `n <= limit` fits, if nothing else arrives.
+    fn wait(&self, c: u128, n: u128) -> u64 {
+        let (p, limit) = (self.p, self.limit);
+        if c + n <= limit {
+            if self.prev == 0 {
+                return 0;
+            }
+            let overlap = (limit - c - n) * p / self.prev;
+            if overlap >= p {
+                return 0;
+            }
+            if overlap > 0 {
+                return (p - overlap).saturating_sub(self.e) as u64;
+            }
+        }
+        // In the next window, this window's count c weighs as the previous one's
+        // (not at all for the fixed window).
+        let e_next = if !self.sliding || c == 0 {
+            0
+        } else {
+            let overlap = (limit - n) * p / c;
+            p.saturating_sub(overlap)
+        };
+        ((p - self.e) + e_next) as u64
+    }
+}
+
+/// Builds a [`HybridRateLimiter`]; made by [`HybridRateLimiter::builder`].
+///
+/// # Example
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::redis::HybridRateLimiter;
+/// use tollgate::{Algorithm, Quota};
+///
+/// # async fn run() -> Result<(), tollgate::redis::Error> {
+/// let limiter = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(10_000))
+///     .url("redis://127.0.0.1:6379")
+///     .prefix("hybrid:api")
+///     .sync_interval(Duration::from_millis(20))
+///     .max_keys(1 << 16)
+///     .build()
+///     .await?;
+/// # let _ = limiter;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a builder does nothing until .build() is called"]
+pub struct HybridRateLimiterBuilder {
+    algorithm: Algorithm,
+    quota: Quota,
+    target: Target,
+    prefix: String,
+    timeout: Duration,
+    interval: Duration,
+    max_keys: usize,
+    time: TimeSource,
+}
+
+impl HybridRateLimiterBuilder {
+    /// Connects to the Redis at `url` when built.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .url("redis://127.0.0.1:6379");
+    /// # let _ = b;
+    /// ```
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.target = Target::Url(url.into());
+        self
+    }
+
+    /// Uses an existing connection.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = tollgate::redis::redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .connection(client.get_connection_manager().await?);
+    /// # let _ = b;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn connection(mut self, connection: ConnectionManager) -> Self {
+        self.target = Target::Connection(Box::new(connection));
+        self
+    }
+
+    /// Prefixes every Redis key (default `tollgate`); one prefix per limiter.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .prefix("h:upload");
+    /// # let _ = b;
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Bounds each sync's round trip and connecting (default 100 ms).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .timeout(Duration::from_millis(50));
+    /// # let _ = b;
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How often the background task syncs (default 100 ms). It must be shorter than
+    /// the period; `Duration::MAX` disables the task (sync with
+    /// [`HybridRateLimiter::sync`] yourself).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .sync_interval(Duration::from_millis(10));
+    /// # let _ = b;
+    /// ```
+    pub fn sync_interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// The most keys tracked at once (default 100,000); while full, new keys are denied.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .max_keys(1000);
+    /// # let _ = b;
+    /// ```
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// Decides at `clock` instead of the system clock (every instance must share it).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, ManualClock, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .clock(ManualClock::new());
+    /// # let _ = b;
+    /// ```
+    pub fn clock<C: Clock>(mut self, clock: C) -> Self {
+        self.time = TimeSource::from_clock(clock);
+        self
+    }
+
+    /// Checks the quota, connects, and spawns the sync task on the current tokio
+    /// runtime (it stops when the last clone of the limiter is dropped).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a quota the local engine refuses; [`Error::Unsupported`]
+    /// for an algorithm other than `FixedWindow` and `SlidingWindow`, a sync interval
+    /// not shorter than the period, or `max_keys` of 0; [`Error::NoTarget`],
+    /// [`Error::Redis`] or [`Error::Timeout`] when Redis cannot be reached.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::{Error, HybridRateLimiter}, Algorithm, Quota};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let err = HybridRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .build()
+    ///     .await
+    ///     .unwrap_err();
+    /// assert!(matches!(err, Error::Unsupported(_)));
+    /// # }
+    /// ```
+    pub async fn build(self) -> Result<HybridRateLimiter, Error> {
+        Params::new(self.algorithm, self.quota)?;
+        let sliding = match self.algorithm {
+            Algorithm::FixedWindow => false,
+            Algorithm::SlidingWindow => true,
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "the hybrid mode runs FixedWindow and SlidingWindow, not {other:?}"
+                )))
+            }
+        };
+        let period_ns = crate::clock::duration_to_nanos(self.quota.period());
+        if self.interval != Duration::MAX && self.interval >= self.quota.period() {
+            return Err(Error::Unsupported(format!(
+                "sync interval {:?} must be shorter than the period {:?}",
+                self.interval,
+                self.quota.period()
+            )));
+        }
+        if self.interval.is_zero() || self.max_keys == 0 {
+            return Err(Error::Unsupported(
+                "sync interval and max_keys must be positive".into(),
+            ));
+        }
+        let conn = self.target.connect(self.timeout).await?;
+        let inner = Arc::new(Inner {
+            algorithm: self.algorithm,
+            quota: self.quota,
+            limit: self.quota.limit(),
+            period_ns,
+            sliding,
+            prefix: self.prefix,
+            timeout: self.timeout,
+            max_keys: self.max_keys,
+            conn,
+            time: self.time,
+            table: Mutex::new(HashMap::default()),
+            sync_lock: tokio::sync::Mutex::new(()),
+            decisions: AtomicU64::new(0),
+            round_trips: AtomicU64::new(0),
+            sync_errors: AtomicU64::new(0),
+            untracked: AtomicU64::new(0),
+            max_gap: AtomicU64::new(0),
+            last_sync: AtomicU64::new(0),
+            epoch: Instant::now(),
+            task: Mutex::new(None),
+        });
+        if self.interval != Duration::MAX {
+            let weak = Arc::downgrade(&inner);
+            let task = tokio::spawn(run(weak, self.interval));
+            *lock(&inner.task) = Some(task);
+        }
+        Ok(HybridRateLimiter { inner })
+    }
+}
+
+/// The sync task: holds the limiter weakly, so dropping the last handle stops it.
+async fn run(weak: Weak<Inner>, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(inner) = weak.upgrade() else {
+            return;
+        };
+        // Failures are counted in the stats and the counts retried next time.
+        let _ = inner.sync().await;
+    }
+}
+
+impl fmt::Debug for HybridRateLimiterBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HybridRateLimiterBuilder")
+            .field("algorithm", &self.algorithm)
+            .field("quota", &self.quota)
+            .field("prefix", &self.prefix)
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,125 @@
+//! Distributed rate limiting on Redis (feature `redis`).
+//!
+//! Two modes share one quota across every instance of a service:
+//!
+//! * [`RedisRateLimiter`], **exact**: every decision is one atomic Lua script, one
+//!   `EVALSHA` round trip. All five algorithms, with the local engine's semantics in
+//!   whole microseconds. Use it when the limit must hold exactly across instances.
+//! * [`HybridRateLimiter`], **hybrid**: decisions are made locally at in-memory
+//!   speed and the counts are shared through Redis by a background task, one pipelined
+//!   round trip per sync interval for all keys that changed. The global total can
+//!   overshoot the limit by a bounded amount (see [`HybridRateLimiter`]).
+//!
+//! Key layout: `<prefix>:{<key>}` for the exact mode (one Redis key per limited key),
+//! `<prefix>:{<key>}:<window index>` for the hybrid mode. The `{…}` hash tag puts all
+//! of one key's data in one Redis Cluster slot, so every script touches one slot.
+//! Every key carries a TTL equal to the time until it is idle, set in the same atomic
+//! script that writes it, so Redis memory is bounded by the active keys.
+//!
+//! The [`redis`](crate::redis::redis) crate is re-exported so that connections built by
+//! the caller come from the matching version.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use tollgate::redis::RedisRateLimiter;
+//! use tollgate::{Algorithm, Quota};
+//!
+//! # async fn run() -> Result<(), tollgate::redis::Error> {
+//! let limiter = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(100))
+//!     .url("redis://127.0.0.1:6379")
+//!     .build()
+//!     .await?;
+//! if limiter.check("user:42").await?.is_allowed() {
+//!     // serve the request
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod error;
+mod exact;
+mod hybrid;
+
+pub use error::Error;
+pub use exact::{Fallback, RedisRateLimiter, RedisRateLimiterBuilder, RedisStats};
+pub use hybrid::{HybridRateLimiter, HybridRateLimiterBuilder, HybridStats};
+/// The `redis` crate this module is built against, re-exported so that connections
+/// handed to the builders come from the matching version.
+pub use redis;
+
+use crate::Clock;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The default key prefix.
+pub(crate) const DEFAULT_PREFIX: &str = "tollgate";
+
+/// The default bound on every Redis call.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Where a limiter gets its Redis connection from.
+#[derive(Clone)]
+pub(crate) enum Target {
+    None,
+    Url(String),
+    Connection(Box<ConnectionManager>),
+}
+
+impl Target {
+    /// Connects (or reuses the given connection), within `timeout`.
+    pub(crate) async fn connect(self, timeout: Duration) -> Result<ConnectionManager, Error> {
+        match self {
+            Target::None => Err(Error::NoTarget),
+            Target::Connection(c) => Ok(*c),
+            Target::Url(url) => {
+                let client = redis::Client::open(url.as_str())?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(timeout)
+                    .set_response_timeout(timeout)
+                    .set_number_of_retries(1)
+                    .set_factor(10)
+                    .set_max_delay(100);
+                match tokio::time::timeout(
+                    timeout,
+                    ConnectionManager::new_with_config(client, config),
+                )
+                .await
+                {
+                    Err(_) => Err(Error::Timeout(timeout)),
+                    Ok(r) => Ok(r?),
+                }
+            }
+        }
+    }
+}
+
+/// The time the scripts decide at.
+#[derive(Clone)]
+pub(crate) enum TimeSource {
+    /// Redis `TIME`, read inside the script (or the system clock for the hybrid mode).
+    Server,
+    /// The caller's clock, nanoseconds since its zero.
+    Caller(Arc<dyn Fn() -> u64 + Send + Sync>),
+}
+
+impl TimeSource {
+    pub(crate) fn from_clock<C: Clock>(clock: C) -> Self {
+        TimeSource::Caller(Arc::new(move || clock.now()))
+    }
+}
+
+/// Runs `fut` within `timeout`.
+pub(crate) async fn bounded<T>(
+    timeout: Duration,
+    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(timeout, fut).await {
+        Err(_) => Err(Error::Timeout(timeout)),
+        Ok(Err(e)) if e.kind() == redis::ErrorKind::TypeError => {
+            Err(Error::BadReply(e.to_string()))
+        }
+        Ok(r) => Ok(r?),
+    }
+}

@@ -1,0 +1,33 @@
+-- FixedWindow. KEYS[1]: hash {k = window index, c = count}. ARGV[4]: P (us). ARGV[5]: limit.
+-- At most `limit` per window [k*P, (k+1)*P), windows aligned to the clock's zero.
+local p = tonumber(ARGV[4])
+local limit = tonumber(ARGV[5])
+local s = redis.call('HMGET', KEYS[1], 'k', 'c')
+local sk = tonumber(s[1] or '0')
+local sc = tonumber(s[2] or '0')
+local current = idiv(now, p)
+local k = current
+if current < sk then
+  -- A reading older than the state's window is that window's start.
+  k = sk
+  now = sk * p
+end
+local count = 0
+if k == sk then
+  count = sc
+end
+local finish = (k + 1) * p
+if count + cost <= limit then
+  count = count + cost
+  local reset = 0
+  if count > 0 then
+    reset = finish - now
+  end
+  if cost > 0 then
+    redis.call('HSET', KEYS[1], 'k', fmt(k), 'c', fmt(count))
+    redis.call('PEXPIRE', KEYS[1], ttl_ms(finish - now))
+  end
+  return {1, limit - count, reset, 0, 0}
+end
+local wait = finish - now
+return {0, limit - count, wait, wait, 0}

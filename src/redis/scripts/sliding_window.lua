@@ -1,0 +1,78 @@
+-- SlidingWindow. KEYS[1]: hash {k = window index, p = count of k-1, c = count of k}.
+-- ARGV[4]: P (us). ARGV[5]: limit (limit * P < 2^53, checked by the client).
+-- Admitted iff prev*(P - e) + (curr + n)*P <= limit*P, e = time into window k.
+local p = tonumber(ARGV[4])
+local limit = tonumber(ARGV[5])
+local s = redis.call('HMGET', KEYS[1], 'k', 'p', 'c')
+local sk = tonumber(s[1] or '0')
+local sp = tonumber(s[2] or '0')
+local sc = tonumber(s[3] or '0')
+local current = idiv(now, p)
+local k, e, prev, curr
+if current < sk then
+  k, e, prev, curr = sk, 0, sp, sc
+else
+  k = current
+  e = now - current * p
+  local d = current - sk
+  if d == 0 then
+    prev, curr = sp, sc
+  elseif d == 1 then
+    prev, curr = sc, 0
+  else
+    prev, curr = 0, 0
+  end
+end
+
+-- Whether prev*(P - e) + (c + n)*P <= limit*P, without products above limit*P.
+local function fits(c, n)
+  if c + n > limit then
+    return false
+  end
+  return prev * (p - e) <= (limit - c - n) * p
+end
+
+local function remaining(c)
+  local used = prev * (p - e)
+  local budget = limit * p
+  if used >= budget then
+    return 0
+  end
+  local r = idiv(budget - used, p) - c
+  if r < 0 then
+    return 0
+  end
+  return r
+end
+
+-- The exact shortest wait until a request of cost n <= limit fits.
+local function wait(c, n)
+  if c + n <= limit then
+    if prev == 0 then
+      return 0
+    end
+    local overlap = idiv((limit - c - n) * p, prev)
+    if overlap >= p then
+      return 0
+    end
+    if overlap > 0 then
+      return math.max(p - overlap - e, 0)
+    end
+  end
+  local e_next = 0
+  if c > 0 then
+    e_next = math.max(p - idiv((limit - n) * p, c), 0)
+  end
+  return (p - e) + e_next
+end
+
+if fits(curr, cost) then
+  local after = curr + cost
+  if cost > 0 then
+    redis.call('HSET', KEYS[1], 'k', fmt(k), 'p', fmt(prev), 'c', fmt(after))
+    -- Idle once window k + 1 has passed: neither count weighs anything then.
+    redis.call('PEXPIRE', KEYS[1], ttl_ms((k + 2) * p - now))
+  end
+  return {1, remaining(after), wait(after, limit), 0, 0}
+end
+return {0, remaining(curr), wait(curr, limit), wait(curr, cost), 0}

@@ -1,0 +1,231 @@
+//! The hybrid mode: bounded overshoot, few round trips.
+
+use crate::server::RedisServer;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tollgate::redis::{Error, HybridRateLimiter};
+use tollgate::{Algorithm, ManualClock, Quota};
+
+async fn hybrid(
+    server: &RedisServer,
+    algorithm: Algorithm,
+    quota: Quota,
+    prefix: &str,
+    interval: Duration,
+    clock: Option<&ManualClock>,
+) -> HybridRateLimiter {
+    let mut b = HybridRateLimiter::builder(algorithm, quota)
+        .url(server.url())
+        .prefix(prefix)
+        .timeout(Duration::from_secs(5))
+        .sync_interval(interval);
+    if let Some(c) = clock {
+        b = b.clock(c.clone());
+    }
+    b.build().await.expect("build")
+}
+
+/// Synchronous rounds: every instance makes `m` requests, then every instance syncs.
+/// With N instances, the excess stays within the documented 3·N·(requests per
+/// instance per sync interval), here 3·N·m, and once everyone has synced past the
+/// limit, everyone denies.
+#[tokio::test]
+async fn rounds_stay_within_the_bound_and_converge() {
+    let server = RedisServer::start();
+    for algorithm in [Algorithm::FixedWindow, Algorithm::SlidingWindow] {
+        let clock = ManualClock::new();
+        clock.advance(Duration::from_secs(3_600) + Duration::from_millis(1));
+        let quota = Quota::new(100, Duration::from_secs(60));
+        let prefix = format!("rounds:{algorithm:?}");
+        let mut ls = Vec::new();
+        for _ in 0..3 {
+            ls.push(
+                hybrid(
+                    &server,
+                    algorithm,
+                    quota,
+                    &prefix,
+                    Duration::MAX,
+                    Some(&clock),
+                )
+                .await,
+            );
+        }
+        let m = 7;
+        let mut admitted = 0u32;
+        for _round in 0..20 {
+            for l in &ls {
+                for _ in 0..m {
+                    admitted += u32::from(l.check("k").is_allowed());
+                }
+            }
+            for l in &ls {
+                l.sync().await.expect("sync");
+            }
+        }
+        let n = ls.len() as u32;
+        assert!(admitted >= 100, "{algorithm:?}: admitted {admitted}");
+        assert!(
+            admitted <= 100 + 3 * n * m,
+            "{algorithm:?}: admitted {admitted}"
+        );
+        for l in &ls {
+            assert!(
+                !l.check("k").is_allowed(),
+                "{algorithm:?}: converged view denies"
+            );
+        }
+        // The global counter in Redis holds the true total.
+        let s = ls[0].stats();
+        assert_eq!(s.decisions, 20 * 7 + 1);
+        assert_eq!(s.round_trips, 20);
+    }
+}
+
+#[tokio::test]
+async fn sliding_window_weighs_the_previous_window() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(100));
+    let quota = Quota::new(10, Duration::from_secs(1));
+    let a = hybrid(
+        &server,
+        Algorithm::SlidingWindow,
+        quota,
+        "weigh",
+        Duration::MAX,
+        Some(&clock),
+    )
+    .await;
+    let b = hybrid(
+        &server,
+        Algorithm::SlidingWindow,
+        quota,
+        "weigh",
+        Duration::MAX,
+        Some(&clock),
+    )
+    .await;
+    for _ in 0..10 {
+        assert!(a.check("k").is_allowed());
+    }
+    a.sync().await.expect("sync");
+    b.sync().await.expect("sync"); // b tracks nothing yet: nothing to read
+                                   // Half-way into the next window, the previous 10 weigh 5: b learns it by syncing.
+    clock.advance(Duration::from_millis(1_500));
+    let _ = b.check_n("k", 0).expect("peek"); // start tracking the key
+    b.sync().await.expect("sync");
+    let mut n = 0;
+    while b.check("k").is_allowed() {
+        n += 1;
+    }
+    assert_eq!(n, 5);
+    assert!(matches!(
+        HybridRateLimiter::builder(Algorithm::SlidingLog, quota)
+            .url(server.url())
+            .build()
+            .await,
+        Err(Error::Unsupported(_))
+    ));
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_nanos() as u64
+}
+
+/// Real time, background sync: 4 instances at `r` requests/s each on one key, twice
+/// the limit together. Measures the excess per window against the documented
+/// 3·N·r·(I + d) (with I + d the longest gap between syncs actually observed), and
+/// the Redis round trips per decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn measured_overshoot_and_round_trips() {
+    let server = RedisServer::start();
+    let n_inst = 4usize;
+    let rate = 10_000u64; // per instance per second
+    let limit = 20_000u32;
+    let period = Duration::from_secs(1);
+    let interval = Duration::from_millis(20);
+    let mut ls = Vec::new();
+    for _ in 0..n_inst {
+        ls.push(
+            hybrid(
+                &server,
+                Algorithm::FixedWindow,
+                Quota::new(limit, period),
+                "rt",
+                interval,
+                None,
+            )
+            .await,
+        );
+    }
+    let run = Duration::from_millis(3_300);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for l in &ls {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            // (window index, admitted) pairs, paced at `rate` with 1 ms ticks.
+            let mut per_window = std::collections::BTreeMap::<u64, u64>::new();
+            let mut tick = tokio::time::interval(Duration::from_millis(1));
+            let mut issued = 0u64;
+            let begin = Instant::now();
+            while begin.elapsed() < run {
+                tick.tick().await;
+                let due = begin.elapsed().as_micros() as u64 * rate / 1_000_000;
+                while issued < due {
+                    issued += 1;
+                    let k = now_ns() / 1_000_000_000;
+                    if l.check("hot").is_allowed() {
+                        *per_window.entry(k).or_default() += 1;
+                    }
+                }
+            }
+            (per_window, issued)
+        }));
+    }
+    let mut totals = std::collections::BTreeMap::<u64, u64>::new();
+    let mut issued = 0;
+    for t in tasks {
+        let (w, i) = t.await.expect("task");
+        issued += i;
+        for (k, v) in w {
+            *totals.entry(k).or_default() += v;
+        }
+    }
+    let elapsed = start.elapsed();
+    let stats: Vec<_> = ls.iter().map(HybridRateLimiter::stats).collect();
+    let decisions: u64 = stats.iter().map(|s| s.decisions).sum();
+    let round_trips: u64 = stats.iter().map(|s| s.round_trips).sum();
+    let max_gap = stats.iter().map(|s| s.max_sync_gap_ns).max().unwrap_or(0);
+    // Whole windows only: drop the first and the last (partial) ones.
+    let whole: Vec<u64> = totals.values().copied().skip(1).collect();
+    let whole = &whole[..whole.len().saturating_sub(1)];
+    let worst = whole.iter().copied().max().unwrap_or(0);
+    let excess = worst.saturating_sub(u64::from(limit));
+    let r_measured = issued as f64 / elapsed.as_secs_f64() / n_inst as f64;
+    let gap = (max_gap as f64 / 1e9).max(interval.as_secs_f64());
+    let bound = 3.0 * n_inst as f64 * r_measured * gap;
+    let rt_ratio = round_trips as f64 / decisions as f64;
+    println!(
+        "hybrid: {n_inst} instances x {r_measured:.0}/s, limit {limit}/s, interval {interval:?}, \
+         max sync gap {:.1} ms: windows {whole:?}, worst excess {excess} ({:.2}% of limit), \
+         bound {bound:.0}; {round_trips} round trips / {decisions} decisions = {:.3}%",
+        gap * 1e3,
+        excess as f64 * 100.0 / f64::from(limit),
+        rt_ratio * 100.0
+    );
+    assert!(!whole.is_empty(), "no whole window measured: {totals:?}");
+    assert!(
+        worst >= u64::from(limit) * 9 / 10,
+        "load never reached the limit: {whole:?}"
+    );
+    assert!(
+        (excess as f64) <= bound,
+        "excess {excess} over bound {bound:.0}"
+    );
+    assert!(rt_ratio < 0.01, "round trips per decision {rt_ratio}");
+    assert!(stats.iter().all(|s| s.sync_errors == 0));
+}

@@ -1,0 +1,9 @@
+#![cfg(feature = "redis")]
+//! Integration tests of the distributed mode against a real `redis-server`, started by
+//! the tests themselves on a free loopback port (binary from `REDIS_SERVER` or `PATH`).
+
+mod differential;
+mod exact;
+mod failure;
+mod hybrid;
+mod server;
