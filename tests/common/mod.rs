@@ -188,7 +188,7 @@ impl WindowMap {
 
 impl Model for WindowMap {
     fn fits(&self, t: u64, n: u32) -> bool {
-        self.count(t / self.period) + n <= self.limit
+        u64::from(self.count(t / self.period)) + u64::from(n) <= u64::from(self.limit)
     }
     fn admit(&mut self, t: u64, n: u32) {
         if n > 0 {
