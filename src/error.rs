@@ -103,6 +103,13 @@ impl fmt::Display for ConfigError {
                 f,
                 "quota spans {span:?}, longer than the engine's horizon of {max:?} (about 146 years)"
             ),
+            // No period can fit (SlidingWindow with a limit of 2^31 or more: two 32-bit
+            // counts fill the word); the minimum is then past the horizon.
+            ConfigError::WindowTooFine { algorithm, limit, period, min_period }
+                if *min_period > Duration::from_nanos(crate::algorithm::HORIZON_NS) => write!(
+                f,
+                "{algorithm:?} packs its counts and window index into 64 bits: a limit of {limit} leaves no room for the window index at any period (got {period:?}); use a smaller limit or TokenBucket"
+            ),
             ConfigError::WindowTooFine { algorithm, limit, period, min_period } => write!(
                 f,
                 "{algorithm:?} packs its counts and window index into 64 bits: a limit of {limit} needs a period of at least {min_period:?}, got {period:?} (use a longer period or TokenBucket)"

@@ -5,8 +5,8 @@ use std::time::Duration;
 /// `limit` requests per `period`, with a burst (bucket capacity) that defaults to `limit`.
 ///
 /// A `Quota` is plain data; it is checked when a limiter is built, where an impossible
-/// quota (zero limit, zero period, a rate above one request per nanosecond, ...) is
-/// refused with a [`ConfigError`](crate::ConfigError) that says what the bound is.
+/// quota (zero limit, zero period, a bucket rate above one request per nanosecond, ...)
+/// is refused with a [`ConfigError`](crate::ConfigError) that says what the bound is.
 ///
 /// # Example
 ///

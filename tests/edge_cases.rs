@@ -223,6 +223,9 @@ fn window_layouts_too_fine_are_refused() {
     for limit in [1 << 31, u32::MAX] {
         let e = build_err(Algorithm::SlidingWindow, Quota::new(limit, 100 * YEAR));
         assert!(matches!(e, ConfigError::WindowTooFine { .. }), "{e:?}");
+        // The message must not suggest a longer period: none would do.
+        assert_msg(&e, &["at any period", "smaller limit"]);
+        assert!(!e.to_string().contains("longer period"), "{e}");
     }
 }
 
