@@ -47,13 +47,15 @@ fn run(algorithm: Algorithm, seed: u64, keys: u64, capacity: usize, ops: usize) 
         } else {
             rng.u64(0..keys)
         };
-        let live: Vec<u64> = reference
-            .iter()
-            .filter(|(_, l)| is_live(l))
-            .map(|(k, _)| *k)
-            .collect();
-        if live.len() >= capacity && !live.contains(&key) {
-            key = live[rng.usize(0..live.len())];
+        if keys > capacity as u64 {
+            let live: Vec<u64> = reference
+                .iter()
+                .filter(|(_, l)| is_live(l))
+                .map(|(k, _)| *k)
+                .collect();
+            if live.len() >= capacity && !live.contains(&key) {
+                key = live[rng.usize(0..live.len())];
+            }
         }
         let cost = rng.u32(0..=cap + 1);
         let single = reference.entry(key).or_insert_with(|| {

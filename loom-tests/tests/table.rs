@@ -1,0 +1,227 @@
+//! Loom models of the keyed table: concurrent claims of one empty slot (same key and
+//! different keys), two reclaims for one new key, an idle reclaim racing an update, an
+//! eviction racing an update, and exact admission per key under a frozen clock for
+//! every algorithm.
+//!
+//! The tables are built tiny (`capacity(1)`: one window of two slots) so that every key
+//! competes for the same slots, and with a fixed hash seed so that every execution of
+//! a model takes the same paths. The slot word is modelled as a linearizable `u128`
+//! (`tollgate`'s `sync::AtomicU128` under `--cfg tollgate_loom`).
+//!
+//! The invariant checked by the race models: every admission is recorded in its own
+//! key's state, or counted as untracked; never in another key's state. A request of
+//! key A applied to key B's state (the ABA hazard of slot reuse) would show up as B
+//! having used more than B was admitted.
+//!
+//! Run: `RUSTFLAGS="--cfg tollgate_loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p tollgate-loom-tests --release --test table`
+#![cfg(tollgate_loom)]
+
+use loom::sync::Arc;
+use loom::thread;
+use std::cell::Cell;
+use std::time::Duration;
+use tollgate::{Algorithm, Clock, KeyedRateLimiter, ManualClock, OnFull, Quota};
+
+type Keyed = KeyedRateLimiter<u64, ManualClock>;
+
+/// A one-window, two-slot table (room for one live key plus slack).
+fn tiny(algorithm: Algorithm, limit: u32, policy: OnFull, clock: &ManualClock) -> Arc<Keyed> {
+    Arc::new(
+        KeyedRateLimiter::builder(algorithm, Quota::per_second(limit))
+            .capacity(1)
+            .on_full(policy)
+            .hash_seed(1)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    )
+}
+
+/// How much of its quota `key`'s state has used (0 when the key is not tracked).
+fn used(l: &Keyed, key: u64) -> u32 {
+    let d = l.check_n(&key, 0).unwrap();
+    d.limit() - d.remaining()
+}
+
+/// Two threads insert the same new key into the same empty slot: one claims it, the
+/// other finds the key there; both requests land in the one state.
+#[test]
+fn two_threads_claim_the_same_empty_slot_for_the_same_key() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let l = tiny(Algorithm::TokenBucket, 3, OnFull::Deny, &clock);
+        let l2 = l.clone();
+        let t = thread::spawn(move || l2.check(&7).is_allowed());
+        assert!(l.check(&7).is_allowed());
+        assert!(t.join().unwrap());
+        assert_eq!(used(&l, 7), 2);
+        let s = l.stats();
+        assert_eq!((s.occupied, s.allowed), (1, 2));
+    });
+}
+
+/// Two threads insert different new keys into the same empty slot: one wins it, the
+/// other takes the next slot; each state holds only its own key's request.
+#[test]
+fn two_threads_claim_the_same_empty_slot_for_different_keys() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let l = tiny(Algorithm::TokenBucket, 2, OnFull::Deny, &clock);
+        let l2 = l.clone();
+        let t = thread::spawn(move || l2.check(&1).is_allowed());
+        assert!(l.check(&2).is_allowed());
+        assert!(t.join().unwrap());
+        assert_eq!((used(&l, 1), used(&l, 2)), (1, 1));
+        let s = l.stats();
+        assert_eq!((s.occupied, s.allowed, s.evictions), (2, 2, 0));
+    });
+}
+
+/// Key A's slot is idle; a thread updates A while another reclaims A's slot for new
+/// key B (the other slot holds a live key C). Whatever the order, each admission is
+/// in its own key's state or untracked (`OnFull::Allow` admits when no slot is free).
+/// Every algorithm (the sliding log's locked table included).
+#[test]
+fn idle_reclaim_racing_an_update() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    const C: u64 = 3;
+    for algorithm in Algorithm::ALL {
+        loom::model(move || {
+            let clock = ManualClock::new();
+            let l = tiny(algorithm, 2, OnFull::Allow, &clock);
+            assert!(l.check(&A).is_allowed());
+            assert!(l.check(&C).is_allowed());
+            clock.advance(Duration::from_secs(2)); // A and C idle, for every algorithm
+            assert!(l.check(&C).is_allowed()); // C live again
+            let l2 = l.clone();
+            let t = thread::spawn(move || l2.check(&A).is_allowed());
+            assert!(l.check(&B).is_allowed());
+            assert!(t.join().unwrap());
+            let s = l.stats();
+            assert_eq!(used(&l, C), 1, "{algorithm:?}");
+            assert!(used(&l, A) <= 1 && used(&l, B) <= 1, "{algorithm:?}");
+            assert_eq!(
+                u64::from(used(&l, A) + used(&l, B)) + s.untracked,
+                2,
+                "{algorithm:?}"
+            );
+            assert_eq!(s.evictions, 0);
+        });
+    }
+}
+
+loom::thread_local! {
+    /// Each model thread's own clock reading, so threads can disagree about idleness.
+    static READING: Cell<u64> = Cell::new(0);
+}
+
+/// A clock whose reading is per thread (as with TSCs that differ across cores).
+#[derive(Clone)]
+struct PerThreadClock;
+
+impl Clock for PerThreadClock {
+    fn now(&self) -> u64 {
+        READING.with(Cell::get)
+    }
+}
+
+fn set_reading(ms: u64) {
+    READING.with(|r| r.set(ms * 1_000_000));
+}
+
+/// Two threads insert the same new key B into a full window at once, with readings
+/// that disagree: at 10.5 s key A's slot is idle, at 10.4 s it is not (but C's is). Each
+/// thread alone would reclaim a different slot; the shard's claim lock and the rescan
+/// under it make sure B is installed once, holding both admissions.
+#[test]
+fn two_threads_reclaim_for_the_same_new_key() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    const C: u64 = 3;
+    loom::model(|| {
+        // T = 0.5 s, burst 4: a key checked once at t is live until t + 0.5 s.
+        let l = Arc::new(
+            KeyedRateLimiter::<u64, _>::builder(
+                Algorithm::TokenBucket,
+                Quota::new(4, Duration::from_secs(2)),
+            )
+            .capacity(1)
+            .on_full(OnFull::Deny)
+            .hash_seed(1)
+            .clock(PerThreadClock)
+            .build()
+            .unwrap(),
+        );
+        set_reading(10_000);
+        assert!(l.check(&A).is_allowed()); // slot 0, live until 10.5 s
+        set_reading(0);
+        assert!(l.check(&C).is_allowed()); // slot 1, live until 0.5 s
+        let l2 = l.clone();
+        let t = thread::spawn(move || {
+            set_reading(10_400);
+            l2.check(&B).is_allowed()
+        });
+        set_reading(10_500);
+        assert!(l.check(&B).is_allowed());
+        assert!(t.join().unwrap());
+        // One state for B, holding both requests (a duplicate would show one).
+        let d = l.check_n(&B, 0).unwrap();
+        assert_eq!(d.limit() - d.remaining(), 2);
+        let s = l.stats();
+        assert_eq!((s.idle_reclaims, s.evictions, s.refused), (1, 0, 0));
+    });
+}
+
+/// Both slots hold live keys (A and C); a thread updates A while another inserts B,
+/// which must evict the entry closest to idle. No state ever holds another key's
+/// admissions, and every request is admitted (an evicted key comes back fresh).
+#[test]
+fn eviction_racing_an_update() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    const C: u64 = 3;
+    for algorithm in Algorithm::ALL {
+        loom::model(move || {
+            let clock = ManualClock::new();
+            let l = tiny(algorithm, 2, OnFull::Evict, &clock);
+            assert!(l.check(&A).is_allowed());
+            assert!(l.check(&C).is_allowed());
+            let l2 = l.clone();
+            let t = thread::spawn(move || l2.check(&A).is_allowed());
+            assert!(l.check(&B).is_allowed());
+            assert!(t.join().unwrap());
+            let s = l.stats();
+            assert!(s.evictions >= 1, "{algorithm:?}");
+            assert!(
+                used(&l, A) <= 2 && used(&l, B) <= 1 && used(&l, C) <= 1,
+                "{algorithm:?}"
+            );
+            assert!(s.occupied <= 2);
+        });
+    }
+}
+
+/// Three callers on one new key with a frozen clock, capacity 2: exactly 2 admitted,
+/// for every algorithm (the sliding log's table included).
+#[test]
+fn frozen_clock_admits_exactly_capacity_per_key() {
+    for algorithm in Algorithm::ALL {
+        loom::model(move || {
+            let clock = ManualClock::new();
+            let l = tiny(algorithm, 2, OnFull::Deny, &clock);
+            let handles: Vec<_> = (0..2)
+                .map(|_| {
+                    let l = l.clone();
+                    thread::spawn(move || u32::from(l.check(&9).is_allowed()))
+                })
+                .collect();
+            let mut total = u32::from(l.check(&9).is_allowed());
+            for h in handles {
+                total += h.join().unwrap();
+            }
+            assert_eq!(total, 2, "{algorithm:?}");
+            assert_eq!(l.stats().occupied, 1, "{algorithm:?}");
+        });
+    }
+}
