@@ -1,1 +1,199 @@
-fn main() {}
+//! The shootout: tollgate's keyed limiter, all five algorithms, against governor, a
+//! `Mutex<HashMap>` token bucket, dashmap with atomic GCRA words, and the floor (one
+//! hash, one probe, one CAS), on one hot key, 1,000 and 1,000,000 uniform keys, at one
+//! thread and at all cores, measured side by side in this one run.
+//!
+//! `cargo run --release --example shootout` (about 30–60 s on 2 cores). Prints progress
+//! on stderr and one table on stdout: median ns per decision per thread, millions of
+//! decisions per second over all threads, time relative to governor keyed (below 1.00
+//! is faster), and memory per key (tollgate: `memory_bytes()` / capacity; the peers:
+//! growth of resident memory while they took in every key).
+
+#[path = "../benches/support/harness.rs"]
+mod harness;
+#[path = "../benches/support/peers.rs"]
+mod peers;
+#[path = "../benches/support/workload.rs"]
+mod workload;
+
+use harness::{calibrate, fmt_ns, median_ns, pool, populate};
+use peers::*;
+use std::io::Write;
+use std::time::{Duration, Instant};
+use tollgate::{Algorithm, KeyedRateLimiter};
+use workload::Workload;
+
+/// How long one timed run lasts; three runs make a median.
+const RUN: Duration = Duration::from_millis(60);
+const SAMPLES: usize = 3;
+
+struct Row {
+    workload: &'static str,
+    threads: usize,
+    limiter: String,
+    ns: f64,
+    bytes_per_key: Option<f64>,
+}
+
+struct Bench<'a> {
+    pools: Vec<(usize, rayon::ThreadPool)>,
+    rows: Vec<Row>,
+    done: usize,
+    total: usize,
+    started: Instant,
+    workload: &'a Workload,
+}
+
+impl Bench<'_> {
+    fn measure<L: Limiter>(&mut self, limiter: L) {
+        populate(&limiter, self.workload);
+        let bytes_per_key = match limiter.memory_bytes() {
+            Some(b) => Some(b as f64 / self.workload.distinct as f64),
+            // Peers report nothing: measure their resident growth in a fresh process
+            // (in this one, freed memory of earlier peers would be reused unseen).
+            None if self.workload.distinct >= 1000 => rss_per_key(&limiter.name(), self.workload),
+            None => None,
+        };
+        for (threads, pool) in &self.pools {
+            let iters = calibrate(pool, &limiter, self.workload, RUN);
+            let ns = median_ns(pool, &limiter, self.workload, iters, SAMPLES);
+            self.done += 1;
+            eprintln!(
+                "[{:>2}/{}] {:>5.1}s  {:<11} {}t  {:<32} {:>10}",
+                self.done,
+                self.total,
+                self.started.elapsed().as_secs_f64(),
+                self.workload.name,
+                threads,
+                limiter.name(),
+                fmt_ns(ns)
+            );
+            self.rows.push(Row {
+                workload: self.workload.name,
+                threads: *threads,
+                limiter: limiter.name(),
+                ns,
+                bytes_per_key,
+            });
+        }
+    }
+}
+
+/// Runs this program again as `--rss NAME KEYS` and reads back bytes per key.
+fn rss_per_key(name: &str, w: &Workload) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let out = std::process::Command::new(exe)
+        .args(["--rss", name, &w.distinct.to_string()])
+        .output()
+        .ok()?;
+    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+}
+
+/// Child mode: build the peer called `name`, feed it every key of a `keys`-key uniform
+/// stream, print the growth of resident memory per key.
+fn rss_child(name: &str, keys: usize) {
+    let w = Workload::uniform("rss", keys, 2);
+    let rate = Rate::OPEN;
+    let before = resident_bytes().unwrap_or(0);
+    let grow = |l: &dyn Fn()| {
+        l();
+        resident_bytes().unwrap_or(0).saturating_sub(before) as f64 / keys as f64
+    };
+    let per_key = match name {
+        "governor keyed" => {
+            let l = GovernorKeyed::new(rate);
+            grow(&|| populate(&l, &w))
+        }
+        "Mutex<HashMap> bucket" => {
+            let l = MutexHashMap::new(rate);
+            grow(&|| populate(&l, &w))
+        }
+        "dashmap + atomic GCRA" => {
+            let l = DashMapGcra::new(rate);
+            grow(&|| populate(&l, &w))
+        }
+        _ => return,
+    };
+    println!("{per_key:.1}");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 4 && args[1] == "--rss" {
+        rss_child(&args[2], args[3].parse().unwrap_or(1_000_000));
+        return;
+    }
+    let started = Instant::now();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut thread_counts = vec![1, cores];
+    thread_counts.dedup();
+    eprintln!(
+        "tollgate shootout: {cores} cores, threads {thread_counts:?}; generating key streams..."
+    );
+    let workloads = [
+        Workload::hot(),
+        Workload::uniform("1k keys", 1_000, 1),
+        Workload::uniform("1M keys", 1_000_000, 2),
+    ];
+    let per_workload = (Algorithm::ALL.len() + 4) * thread_counts.len();
+    let mut rows = Vec::new();
+    let mut done = 0;
+    for w in &workloads {
+        let mut bench = Bench {
+            pools: thread_counts.iter().map(|&t| (t, pool(t))).collect(),
+            rows: Vec::new(),
+            done,
+            total: per_workload * workloads.len(),
+            started,
+            workload: w,
+        };
+        let rate = Rate::OPEN;
+        for algorithm in Algorithm::ALL {
+            let limiter =
+                KeyedRateLimiter::<u64>::builder(algorithm, tollgate_quota(algorithm, rate))
+                    .capacity(w.distinct)
+                    .build()
+                    .expect("benchmark quota is valid");
+            bench.measure(TollgateKeyed(limiter, algorithm_name(algorithm)));
+        }
+        bench.measure(GovernorKeyed::new(rate));
+        bench.measure(MutexHashMap::new(rate));
+        bench.measure(DashMapGcra::new(rate));
+        bench.measure(Floor::new(rate, w.distinct));
+        done = bench.done;
+        rows.extend(bench.rows);
+    }
+    print_table(&rows);
+    eprintln!("done in {:.1}s", started.elapsed().as_secs_f64());
+}
+
+fn print_table(rows: &[Row]) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "\n| keys | threads | limiter | ns/decision/thread | M decisions/s | vs governor | bytes/key |"
+    );
+    let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---:|");
+    for r in rows {
+        let governor = rows
+            .iter()
+            .find(|g| {
+                g.workload == r.workload && g.threads == r.threads && g.limiter == "governor keyed"
+            })
+            .map(|g| g.ns);
+        let ratio = governor.map_or("-".into(), |g| format!("{:.2}×", r.ns / g));
+        let mops = r.threads as f64 * 1e3 / r.ns;
+        let mem = r.bytes_per_key.map_or("-".into(), |b| format!("{b:.0}"));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {:.1} | {} | {} |",
+            r.workload,
+            r.threads,
+            r.limiter,
+            fmt_ns(r.ns),
+            mops,
+            ratio,
+            mem
+        );
+    }
+}

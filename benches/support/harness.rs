@@ -1,0 +1,93 @@
+//! Runs one limiter over one key stream on a rayon pool built outside the timed part.
+
+#![allow(dead_code)]
+
+use super::peers::Limiter;
+use super::workload::Workload;
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// Runs `iters` decisions on every thread of `pool` (all released together by a
+/// barrier) and returns the slowest thread's wall time: time per decision per thread
+/// is that divided by `iters`.
+pub(crate) fn run<L: Limiter>(
+    pool: &rayon::ThreadPool,
+    limiter: &L,
+    w: &Workload,
+    iters: u64,
+) -> Duration {
+    let threads = pool.current_num_threads();
+    let barrier = Barrier::new(threads);
+    let keys = &w.keys[..];
+    let mask = w.mask();
+    let times = pool.broadcast(|ctx| {
+        let mut i = ctx.index() * (keys.len() / threads) + ctx.index() * 7919;
+        barrier.wait();
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            black_box(limiter.check(black_box(keys[i & mask])));
+            i = i.wrapping_add(1);
+        }
+        t0.elapsed()
+    });
+    times.into_iter().max().unwrap_or_default()
+}
+
+/// Touches every key of the stream once from one thread (so tables are populated
+/// before timing, as they are in a long-running server).
+pub(crate) fn populate<L: Limiter>(limiter: &L, w: &Workload) {
+    for &k in &w.keys {
+        black_box(limiter.check(k));
+    }
+}
+
+/// A rayon pool of `threads` threads, built outside any timed section.
+pub(crate) fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("building a rayon pool")
+}
+
+/// Median of `samples` runs of `iters` decisions: ns per decision per thread.
+pub(crate) fn median_ns<L: Limiter>(
+    pool: &rayon::ThreadPool,
+    limiter: &L,
+    w: &Workload,
+    iters: u64,
+    samples: usize,
+) -> f64 {
+    let mut v: Vec<f64> = (0..samples)
+        .map(|_| run(pool, limiter, w, iters).as_nanos() as f64 / iters as f64)
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Picks an iteration count so one run of `limiter` lasts about `target`.
+pub(crate) fn calibrate<L: Limiter>(
+    pool: &rayon::ThreadPool,
+    limiter: &L,
+    w: &Workload,
+    target: Duration,
+) -> u64 {
+    let mut iters = 1_000u64;
+    loop {
+        let t = run(pool, limiter, w, iters);
+        if t >= target / 8 || iters >= 1 << 30 {
+            let per = t.as_nanos().max(1) as f64 / iters as f64;
+            return ((target.as_nanos() as f64 / per) as u64).clamp(1_000, 1 << 32);
+        }
+        iters *= 4;
+    }
+}
+
+/// Formats a duration in ns per decision for tables.
+pub(crate) fn fmt_ns(ns: f64) -> String {
+    if ns >= 1000.0 {
+        format!("{:.2} µs", ns / 1000.0)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}

@@ -1,0 +1,327 @@
+//! The limiters tollgate is measured against, all behind one trait so every workload
+//! runs the same loop over each of them.
+//!
+//! Shared by `benches/decision.rs` and `examples/shootout.rs` (through `#[path]`).
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A token-bucket rate every peer is configured with: one token per `interval_ns`,
+/// `burst` at most.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rate {
+    pub(crate) interval_ns: u64,
+    pub(crate) burst: u32,
+}
+
+impl Rate {
+    /// Never denies at benchmark speeds: 1e9 per second, burst 1e9.
+    pub(crate) const OPEN: Rate = Rate {
+        interval_ns: 1,
+        burst: 1_000_000_000,
+    };
+    /// One per hour: after the first decision per key, every decision is a denial.
+    pub(crate) const SHUT: Rate = Rate {
+        interval_ns: 3_600_000_000_000,
+        burst: 1,
+    };
+
+    /// The same rate as a tollgate quota (`burst` per `burst × interval`).
+    pub(crate) fn quota(self) -> tollgate::Quota {
+        tollgate::Quota::new(self.burst, Duration::from_nanos(self.tau()))
+    }
+
+    fn tau(self) -> u64 {
+        self.interval_ns * u64::from(self.burst)
+    }
+
+    fn governor(self) -> governor::Quota {
+        governor::Quota::with_period(Duration::from_nanos(self.interval_ns))
+            .expect("non-zero interval")
+            .allow_burst(NonZeroU32::new(self.burst).expect("non-zero burst"))
+    }
+}
+
+/// The benchmark rate as a tollgate quota for `algorithm`. The sliding log keeps one
+/// timestamp per request of its limit, so the open rate runs it at a limit it is meant
+/// for (64 per 64 ns: still never denying at these speeds). The packed windows refuse
+/// limits their one-word layout cannot hold: the fixed window gets 2^20 per 1 ms (never
+/// denying here), the sliding window its largest per-millisecond limit, 1,023 per 1 ms
+/// (about 1M/s: on one hot key it denies most decisions, so that row is a denial path).
+pub(crate) fn tollgate_quota(algorithm: tollgate::Algorithm, rate: Rate) -> tollgate::Quota {
+    use tollgate::{Algorithm, Quota};
+    match (algorithm, rate.burst > 1) {
+        (Algorithm::SlidingLog, true) => Quota::new(64, Duration::from_nanos(64)),
+        (Algorithm::FixedWindow, true) => Quota::new(1 << 20, Duration::from_millis(1)),
+        (Algorithm::SlidingWindow, true) => Quota::new(1023, Duration::from_millis(1)),
+        _ => rate.quota(),
+    }
+}
+
+/// A short label for an algorithm in tables.
+pub(crate) fn algorithm_name(a: tollgate::Algorithm) -> &'static str {
+    match a {
+        tollgate::Algorithm::TokenBucket => "token bucket",
+        tollgate::Algorithm::LeakyBucket => "leaky bucket",
+        tollgate::Algorithm::FixedWindow => "fixed window",
+        tollgate::Algorithm::SlidingWindow => "sliding window",
+        tollgate::Algorithm::SlidingLog => "sliding log",
+    }
+}
+
+/// One decision for one u64 key; `true` when admitted.
+pub(crate) trait Limiter: Sync {
+    fn name(&self) -> String;
+    fn check(&self, key: u64) -> bool;
+    /// Bytes of memory the limiter reports for its keys, if it reports any.
+    fn memory_bytes(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// tollgate's single-key limiter (the key is ignored).
+pub(crate) struct TollgateDirect(pub(crate) tollgate::RateLimiter, pub(crate) &'static str);
+
+impl Limiter for TollgateDirect {
+    fn name(&self) -> String {
+        format!("tollgate direct {}", self.1)
+    }
+    #[inline]
+    fn check(&self, _key: u64) -> bool {
+        self.0.check().is_allowed()
+    }
+}
+
+/// tollgate's keyed limiter.
+pub(crate) struct TollgateKeyed(
+    pub(crate) tollgate::KeyedRateLimiter<u64>,
+    pub(crate) &'static str,
+);
+
+impl Limiter for TollgateKeyed {
+    fn name(&self) -> String {
+        format!("tollgate {}", self.1)
+    }
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        self.0.check(&key).is_allowed()
+    }
+    fn memory_bytes(&self) -> Option<usize> {
+        Some(self.0.memory_bytes())
+    }
+}
+
+/// governor's direct (single-key) limiter.
+pub(crate) struct GovernorDirect(pub governor::DefaultDirectRateLimiter);
+
+impl GovernorDirect {
+    pub(crate) fn new(rate: Rate) -> Self {
+        GovernorDirect(governor::RateLimiter::direct(rate.governor()))
+    }
+}
+
+impl Limiter for GovernorDirect {
+    fn name(&self) -> String {
+        "governor direct".into()
+    }
+    #[inline]
+    fn check(&self, _key: u64) -> bool {
+        self.0.check().is_ok()
+    }
+}
+
+/// governor's keyed limiter (dashmap state store, quanta clock).
+pub(crate) struct GovernorKeyed(pub(crate) governor::DefaultKeyedRateLimiter<u64>);
+
+impl GovernorKeyed {
+    pub(crate) fn new(rate: Rate) -> Self {
+        GovernorKeyed(governor::RateLimiter::keyed(rate.governor()))
+    }
+}
+
+impl Limiter for GovernorKeyed {
+    fn name(&self) -> String {
+        "governor keyed".into()
+    }
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        self.0.check_key(&key).is_ok()
+    }
+}
+
+/// The token bucket the blog posts write: a global `Mutex<HashMap>` of f64 buckets.
+pub(crate) struct MutexHashMap {
+    rate_per_ns: f64,
+    burst: f64,
+    start: Instant,
+    map: Mutex<HashMap<u64, (f64, u64)>>,
+}
+
+impl MutexHashMap {
+    pub(crate) fn new(rate: Rate) -> Self {
+        MutexHashMap {
+            rate_per_ns: 1.0 / rate.interval_ns as f64,
+            burst: f64::from(rate.burst),
+            start: Instant::now(),
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Limiter for MutexHashMap {
+    fn name(&self) -> String {
+        "Mutex<HashMap> bucket".into()
+    }
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        let now = self.start.elapsed().as_nanos() as u64;
+        let mut map = self.map.lock().unwrap();
+        let (tokens, last) = map.entry(key).or_insert((self.burst, now));
+        let elapsed = now.saturating_sub(*last) as f64;
+        *tokens = (*tokens + elapsed * self.rate_per_ns).min(self.burst);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// GCRA step shared by the hand-written peers: `tat` in ns, returns the new TAT.
+#[inline]
+fn gcra(tat: u64, now: u64, t: u64, tau: u64) -> Option<u64> {
+    let new_tat = tat.max(now) + t;
+    (new_tat <= now + tau).then_some(new_tat)
+}
+
+/// `dashmap` of atomic GCRA words: shard read lock, then a CAS.
+pub(crate) struct DashMapGcra {
+    t: u64,
+    tau: u64,
+    clock: quanta::Clock,
+    start: u64,
+    map: dashmap::DashMap<u64, AtomicU64, ahash::RandomState>,
+}
+
+impl DashMapGcra {
+    pub(crate) fn new(rate: Rate) -> Self {
+        let clock = quanta::Clock::new();
+        let start = clock.raw();
+        DashMapGcra {
+            t: rate.interval_ns,
+            tau: rate.tau(),
+            clock,
+            start,
+            map: dashmap::DashMap::with_hasher(ahash::RandomState::new()),
+        }
+    }
+}
+
+impl Limiter for DashMapGcra {
+    fn name(&self) -> String {
+        "dashmap + atomic GCRA".into()
+    }
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        let now = self.clock.delta_as_nanos(self.start, self.clock.raw());
+        let cas = |cell: &AtomicU64| {
+            let mut cur = cell.load(Ordering::Acquire);
+            loop {
+                let Some(next) = gcra(cur, now, self.t, self.tau) else {
+                    return false;
+                };
+                match cell.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return true,
+                    Err(a) => cur = a,
+                }
+            }
+        };
+        if let Some(cell) = self.map.get(&key) {
+            return cas(&cell);
+        }
+        let cell = self.map.entry(key).or_insert_with(|| AtomicU64::new(0));
+        cas(&cell)
+    }
+}
+
+/// The floor: a power-of-two table of 16-byte slots (fingerprint, GCRA state), one
+/// ahash, one probe, one CAS per decision, no eviction, no stats, no collision
+/// handling beyond claiming an empty slot. Nothing real can be cheaper, so the
+/// distance to it is the price of tollgate's guarantees.
+pub(crate) struct Floor {
+    t: u64,
+    tau: u64,
+    clock: quanta::Clock,
+    start: u64,
+    hasher: ahash::RandomState,
+    mask: usize,
+    slots: Box<[(AtomicU64, AtomicU64)]>,
+}
+
+impl Floor {
+    pub(crate) fn new(rate: Rate, keys: usize) -> Self {
+        let n = (keys * 2).next_power_of_two().max(64);
+        let clock = quanta::Clock::new();
+        let start = clock.raw();
+        Floor {
+            t: rate.interval_ns,
+            tau: rate.tau(),
+            clock,
+            start,
+            hasher: ahash::RandomState::new(),
+            mask: n - 1,
+            slots: (0..n)
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
+        }
+    }
+}
+
+impl Limiter for Floor {
+    fn name(&self) -> String {
+        "floor (1 hash, 1 probe, 1 CAS)".into()
+    }
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        let h = self.hasher.hash_one(key) | 1;
+        let (fp, state) = &self.slots[h as usize & self.mask];
+        if fp.load(Ordering::Relaxed) != h {
+            fp.store(h, Ordering::Relaxed);
+        }
+        let now = self.clock.delta_as_nanos(self.start, self.clock.raw());
+        let mut cur = state.load(Ordering::Acquire);
+        loop {
+            let Some(next) = gcra(cur, now, self.t, self.tau) else {
+                return false;
+            };
+            match state.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(a) => cur = a,
+            }
+        }
+    }
+    fn memory_bytes(&self) -> Option<usize> {
+        Some(std::mem::size_of_val(&*self.slots))
+    }
+}
+
+/// Resident set size of this process, in bytes (Linux), to measure peers' growth.
+pub(crate) fn resident_bytes() -> Option<usize> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// How long `f` takes, for progress messages.
+pub(crate) fn timed<R>(f: impl FnOnce() -> R) -> (R, Duration) {
+    let t0 = Instant::now();
+    let r = f();
+    (r, t0.elapsed())
+}
