@@ -7,6 +7,8 @@
 //! decision per thread. Run: `cargo bench --bench decision` (filter with a group name,
 //! e.g. `cargo bench --bench decision -- "keyed/1M uniform"`).
 
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
 #[path = "support/harness.rs"]
 mod harness;
 #[path = "support/peers.rs"]
@@ -18,7 +20,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use harness::{pool, populate, run};
 use peers::*;
 use std::time::Duration;
-use tollgate::{Algorithm, KeyedRateLimiter, Quota, RateLimiter};
+use tollgate::{Algorithm, KeyedRateLimiter, RateLimiter};
 use workload::Workload;
 
 fn thread_counts() -> Vec<usize> {
