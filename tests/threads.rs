@@ -186,3 +186,73 @@ fn advancing_clock_never_exceeds_the_quota() {
         }
     }
 }
+
+/// As above, but the clock thread also steps the clock backwards (by up to two
+/// periods) a third of the time: the total stays within the quota over the latest
+/// reading ever made, whatever the interleaving.
+#[test]
+fn a_clock_stepping_back_under_contention_never_exceeds_the_quota() {
+    for a in Algorithm::ALL {
+        for q in quotas(a) {
+            let (limiter, clock) = manual(a, q);
+            let limiter = Arc::new(limiter);
+            let period = ns(q.period());
+            let step = period / 13 + 7;
+            let steps = 40 * 13;
+            let stop = Arc::new(AtomicBool::new(false));
+            let total = Arc::new(AtomicU64::new(0));
+            let latest = Arc::new(AtomicU64::new(0));
+            let (l, c, s, t, m) = (
+                Arc::clone(&limiter),
+                clock.clone(),
+                Arc::clone(&stop),
+                Arc::clone(&total),
+                Arc::clone(&latest),
+            );
+            let cap = limiter.capacity();
+            on_threads(move |i| {
+                let mut rng = fastrand::Rng::with_seed(0x5EED + i as u64);
+                let check = |rng: &mut fastrand::Rng| {
+                    let n = if rng.u32(0..4) == 0 {
+                        rng.u32(1..=cap.min(4))
+                    } else {
+                        1
+                    };
+                    if l.check_n(n).unwrap().is_allowed() {
+                        t.fetch_add(u64::from(n), Ordering::Relaxed);
+                    }
+                };
+                if i == 0 {
+                    let mut max_seen = 0u64;
+                    let mut now = 0u64;
+                    for _ in 0..steps {
+                        for _ in 0..8 {
+                            check(&mut rng);
+                        }
+                        now = if rng.u32(0..3) == 0 {
+                            now.saturating_sub(rng.u64(0..=2 * period))
+                        } else {
+                            max_seen + step
+                        };
+                        max_seen = max_seen.max(now);
+                        c.set(Duration::from_nanos(now));
+                    }
+                    m.store(max_seen, Ordering::Release);
+                    s.store(true, Ordering::Release);
+                } else {
+                    while !s.load(Ordering::Acquire) {
+                        check(&mut rng);
+                    }
+                }
+            });
+            let latest = latest.load(Ordering::Acquire);
+            let admitted = total.load(Ordering::Relaxed);
+            let most = bound(a, q, latest);
+            assert!(
+                admitted <= most,
+                "{a:?} {q:?}: admitted {admitted} with readings up to {latest} ns, the quota allows {most}"
+            );
+            assert!(admitted > 0, "{a:?} {q:?}: nothing admitted at all");
+        }
+    }
+}
