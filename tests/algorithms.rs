@@ -178,9 +178,16 @@ fn run_all(algorithm: Algorithm, quotas: &[Quota], base_seed: u64) {
     for (i, &q) in quotas.iter().enumerate() {
         let s = seed(base_seed + i as u64);
         let cov = run(algorithm, q, STEPS, s);
+        // A burst of u32::MAX mostly asks for waits of decades, past what the
+        // schedule can probe before the horizon: only a few probes happen there.
+        let min_probes = if q.burst() == u32::MAX && q.limit() == 1 {
+            0
+        } else {
+            10
+        };
         eprintln!("{algorithm:?} {q:?} seed {s}: {cov:?}");
         assert!(
-            cov.allowed > 100 && cov.denied > 100 && cov.peeks > 100 && cov.probes > 10,
+            cov.allowed > 100 && cov.denied > 100 && cov.peeks > 100 && cov.probes > min_probes,
             "{algorithm:?} {q:?}: degenerate schedule {cov:?}"
         );
     }
