@@ -226,7 +226,11 @@ fn large_window_quotas(algorithm: Algorithm) -> Vec<Quota> {
     let mut qs = vec![quota(1_000, 999_983, None), quota(997, 1_000_000_000, None)];
     match algorithm {
         // The largest limit, at a period just above its layout minimum (2^30 + 1 ns).
-        Algorithm::FixedWindow => qs.push(quota(u32::MAX, (1 << 30) + 1, None)),
+        Algorithm::FixedWindow => {
+            qs.push(quota(u32::MAX, (1 << 30) + 1, None));
+            // Windows have no emission interval: 2 requests per ns are representable.
+            qs.push(quota(10, 5, None));
+        }
         // 2^20 needs 21-bit counts, leaving 22 index bits: at least 2^40 + 1 ns.
         Algorithm::SlidingWindow => qs.push(quota(1 << 20, (1 << 40) + 1, None)),
         _ => {}
@@ -267,6 +271,8 @@ fn sliding_window_matches_weighted_window_map() {
 #[test]
 fn sliding_log_matches_timestamp_list() {
     run_all(Algorithm::SlidingLog, &window_quotas(), 0x5100);
+    // Windows have no emission interval: 2 requests per ns are representable.
+    run_all(Algorithm::SlidingLog, &[quota(10, 5, None)], 0x5180);
 }
 
 /// The leaky bucket admits exactly what the token bucket admits, step for step.
