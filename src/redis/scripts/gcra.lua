@@ -10,8 +10,13 @@ local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 local base = math.max(tat, now)
 local new_tat = base + cost * t_us
 local horizon = now + tau
-if new_tat <= horizon then
-  local remaining = idiv(horizon - new_tat, t_us)
+-- A zero-cost peek asks for nothing: always allowed (only a stale reading can put
+-- TAT past now + tau; the peek then reports no capacity left).
+if cost == 0 or new_tat <= horizon then
+  local remaining = 0
+  if horizon > new_tat then
+    remaining = idiv(horizon - new_tat, t_us)
+  end
   local delay = 0
   if shaper then
     delay = base - now

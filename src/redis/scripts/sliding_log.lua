@@ -1,5 +1,7 @@
 -- SlidingLog. KEYS[1]: sorted set of admissions, score = time (us), member "time:seq".
 -- ARGV[4]: P (us). ARGV[5]: limit. At most `limit` admissions in every (t - P, t].
+-- Like the local ring, the set keeps every entry that a reading at or after the newest
+-- admission can still see, so a stale reading decides exactly as the local engine.
 local p = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
@@ -8,10 +10,11 @@ if #newest > 0 then
   newest_ts = tonumber(newest[2])
   -- A reading older than the newest admission is that admission's time.
   now = math.max(now, newest_ts)
+  -- Entries expired at the newest admission's time can never count again.
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', fmt(newest_ts - p))
 end
--- An entry ts has expired when ts + P <= now.
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', fmt(now - p))
-local active = redis.call('ZCARD', KEYS[1])
+-- An entry ts is active when ts + P > now.
+local active = redis.call('ZCOUNT', KEYS[1], '(' .. fmt(now - p), '+inf')
 local reset = 0
 if active > 0 then
   reset = newest_ts + p - now
@@ -20,11 +23,13 @@ if cost == 0 then
   return {1, limit - active, reset, 0, 0}
 end
 if active + cost <= limit then
-  -- Members are unique: at a fixed time the active count only grows.
+  -- Members are unique: the entries logged at `now` are named now:1 .. now:c (they
+  -- all leave together), so the new ones continue from c.
+  local c = redis.call('ZCOUNT', KEYS[1], fmt(now), fmt(now))
   local args = {}
   for i = 1, cost do
     args[#args + 1] = fmt(now)
-    args[#args + 1] = fmt(now) .. ':' .. fmt(active + i)
+    args[#args + 1] = fmt(now) .. ':' .. fmt(c + i)
     if #args >= 2000 then
       redis.call('ZADD', KEYS[1], unpack(args))
       args = {}
@@ -33,10 +38,13 @@ if active + cost <= limit then
   if #args > 0 then
     redis.call('ZADD', KEYS[1], unpack(args))
   end
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', fmt(now - p))
   redis.call('PEXPIRE', KEYS[1], ttl_ms(p))
   return {1, limit - active - cost, p, 0, 0}
 end
--- The oldest entry that must leave the window before `cost` more fit.
-local idx = cost - (limit - active) - 1
+-- The oldest active entry that must leave the window before `cost` more fit; the
+-- set's first (size - active) entries are inactive.
+local size = redis.call('ZCARD', KEYS[1])
+local idx = (size - active) + cost - (limit - active) - 1
 local e = redis.call('ZRANGE', KEYS[1], idx, idx, 'WITHSCORES')
 return {0, limit - active, reset, tonumber(e[2]) + p - now, 0}

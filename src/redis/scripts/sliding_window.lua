@@ -66,7 +66,8 @@ local function wait(c, n)
   return (p - e) + e_next
 end
 
-if fits(curr, cost) then
+-- A zero-cost peek asks for nothing: always allowed.
+if cost == 0 or fits(curr, cost) then
   local after = curr + cost
   if cost > 0 then
     redis.call('HSET', KEYS[1], 'k', fmt(k), 'p', fmt(prev), 'c', fmt(after))
