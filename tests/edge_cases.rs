@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{manual, model_for, ns, quota, seed, with_seed};
+use common::{manual, model_for, ns, seed, with_seed};
 use std::time::Duration;
 use tollgate::{
     Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, ManualClock, Quota, RateLimiter,
