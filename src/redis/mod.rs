@@ -16,7 +16,7 @@
 //! Every key carries a TTL equal to the time until it is idle, set in the same atomic
 //! script that writes it, so Redis memory is bounded by the active keys.
 //!
-//! The [`redis`](crate::redis::redis) crate is re-exported so that connections built by
+//! The [`redis`] crate is re-exported so that connections built by
 //! the caller come from the matching version.
 //!
 //! # Example

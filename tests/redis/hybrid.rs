@@ -229,3 +229,65 @@ async fn measured_overshoot_and_round_trips() {
     assert!(rt_ratio < 0.01, "round trips per decision {rt_ratio}");
     assert!(stats.iter().all(|s| s.sync_errors == 0));
 }
+
+/// Redis away: decisions go on locally, the counts wait, and reach Redis once it is
+/// back; window counters carry TTLs; the key table is bounded.
+#[tokio::test]
+async fn outage_keeps_counts_ttls_and_key_bound() {
+    let mut server = RedisServer::start();
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(7_200) + Duration::from_millis(10));
+    let quota = Quota::new(50, Duration::from_secs(10));
+    let l = HybridRateLimiter::builder(Algorithm::FixedWindow, quota)
+        .url(server.url())
+        .prefix("outage")
+        .timeout(Duration::from_millis(300))
+        .sync_interval(Duration::MAX)
+        .max_keys(2)
+        .clock(clock.clone())
+        .build()
+        .await
+        .expect("build");
+    for _ in 0..3 {
+        assert!(l.check("a").is_allowed());
+    }
+    l.sync().await.expect("sync");
+    server.stop();
+    for _ in 0..4 {
+        assert!(l.check("a").is_allowed());
+    }
+    assert!(l.sync().await.is_err());
+    assert_eq!(l.stats().sync_errors, 1);
+    server.restart();
+    // The restarted server is empty; the 4 unsent admissions arrive on the next sync.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while l.sync().await.is_err() {
+        assert!(Instant::now() < deadline, "no recovery");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut conn = server.conn().await;
+    let key = "outage:{a}:720"; // window 7210 s / 10 s
+    let count: u64 = tollgate::redis::redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .expect("get");
+    assert_eq!(count, 4);
+    let ttl: i64 = tollgate::redis::redis::cmd("PTTL")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .expect("pttl");
+    // Idle at the end of the next window (20 s minus 10 ms), plus 1 s of clock grace.
+    assert!(ttl > 0 && ttl <= 21_000, "ttl {ttl}");
+    // Bounded table: a third key is denied and counted.
+    assert!(l.check("b").is_allowed());
+    assert!(!l.check("c").is_allowed());
+    assert_eq!(l.stats().untracked, 1);
+    assert_eq!(l.stats().keys, 2);
+    // Once the window has passed, idle keys leave the table at the next sync.
+    clock.advance(Duration::from_secs(10));
+    l.sync().await.expect("sync");
+    assert_eq!(l.stats().keys, 0);
+    assert!(l.check("c").is_allowed());
+}
