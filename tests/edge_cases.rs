@@ -655,3 +655,50 @@ fn a_clock_reading_u64_max_is_the_horizon() {
         assert!(!l.check().is_allowed(), "{a:?}");
     }
 }
+
+/// `retry_after` is never too early, even when measured from a stale reading: from a
+/// clock stepped back to `r`, the request is denied at `r + retry_after − 1 ns` and
+/// admitted at `r + retry_after` (if nothing else arrives).
+#[test]
+fn retry_after_from_a_stale_reading_is_not_too_early() {
+    for a in Algorithm::ALL {
+        for q in sample_quotas(a) {
+            let p = q.period();
+            let fill_at = p * 10 + p / 2;
+            for back in [
+                fill_at - Duration::from_nanos(1),
+                p * 10,
+                p * 9,
+                p / 2,
+                Duration::ZERO,
+            ] {
+                for cost in [1, capacity(a, q)] {
+                    let (l, clock) = manual(a, q);
+                    clock.set(fill_at);
+                    fill(&l);
+                    clock.set(back);
+                    let d = l.check_n(cost).unwrap();
+                    assert!(!d.is_allowed(), "{a:?} {q:?} at {back:?}");
+                    let retry = d.retry_after().unwrap();
+                    let ctx = format!(
+                        "{a:?} {q:?}: filled at {fill_at:?}, back to {back:?}, cost {cost}, {d:?}"
+                    );
+                    assert!(
+                        d.reset_after() >= retry,
+                        "reset_after before retry_after: {ctx}"
+                    );
+                    clock.set(back + retry - Duration::from_nanos(1));
+                    assert!(
+                        !l.check_n(cost).unwrap().is_allowed(),
+                        "1 ns early admitted: {ctx}"
+                    );
+                    clock.set(back + retry);
+                    assert!(
+                        l.check_n(cost).unwrap().is_allowed(),
+                        "retry_after too early: {ctx}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -63,12 +63,10 @@ impl FixedWindow {
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let (stored, stored_count) = self.unpack(state);
         let current = now / self.period;
-        // A reading older than the state's window is treated as the start of that window.
-        let (k, now) = if current >= stored {
-            (current, now)
-        } else {
-            (stored, stored * self.period)
-        };
+        // A reading older than the state's window is decided in that window (time never
+        // runs backwards); waits are still measured from the reading itself, so that
+        // they are never too early for the caller whose clock read `now`.
+        let k = current.max(stored);
         let count = if k == stored { stored_count } else { 0 };
         let end = (k + 1) * self.period;
         // In u64: with limit = u32::MAX, a full window plus one would overflow a u32.

@@ -103,7 +103,10 @@ impl SlidingLog {
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
     pub(crate) fn step(&self, ring: &mut Ring, now: u64, cost: u32) -> Decision {
-        // A reading older than the newest admission is treated as that admission's time.
+        // A reading older than the newest admission is treated as that admission's time;
+        // waits are still measured from the reading, so they are never too early for
+        // the caller whose clock read it.
+        let reading = now;
         let now = if ring.newest == EMPTY {
             now
         } else {
@@ -113,7 +116,7 @@ impl SlidingLog {
             if ring.newest == EMPTY || self.expired(ring.newest, now) {
                 0
             } else {
-                ring.newest + self.period - now
+                ring.newest + self.period - reading
             }
         };
         if cost == 0 {
@@ -133,7 +136,7 @@ impl SlidingLog {
             Decision::allow(self.limit, self.limit - active, reset(ring), 0)
         } else {
             let active = self.active(ring, now);
-            let retry = nth_oldest + self.period - now;
+            let retry = nth_oldest + self.period - reading;
             Decision::deny(self.limit, self.limit - active, reset(ring), retry)
         }
     }

@@ -151,6 +151,10 @@ impl SlidingWindow {
     #[inline]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let v = self.view(state, now);
+        // A stale reading is decided at its state's window start; waits are measured
+        // from the reading itself so they are never too early for its caller.
+        let lag = (v.k * self.period + v.e) - now;
+        let from_now = |wait: u64| if wait == 0 { 0 } else { wait + lag };
         let budget = u128::from(self.limit) * u128::from(self.period);
         // A zero-cost peek is always "allowed": it asks for nothing. (Only a stale
         // reading, viewed at its window's start, can weigh more than the budget.)
@@ -162,7 +166,7 @@ impl SlidingWindow {
             let d = Decision::allow(
                 self.limit,
                 self.remaining(&after),
-                self.wait(&after, self.limit),
+                from_now(self.wait(&after, self.limit)),
                 0,
             );
             if cost == 0 {
@@ -176,8 +180,8 @@ impl SlidingWindow {
             let d = Decision::deny(
                 self.limit,
                 self.remaining(&v),
-                self.wait(&v, self.limit),
-                self.wait(&v, cost),
+                from_now(self.wait(&v, self.limit)),
+                from_now(self.wait(&v, cost)),
             );
             (None, d)
         }
