@@ -1,9 +1,9 @@
 //! The exact mode: one atomic Lua script, one `EVALSHA` round trip per decision.
 
-use super::{bounded, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
+use super::{bounded, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
 use crate::algorithm::{Params, SLIDING_LOG_MAX_LIMIT};
 use crate::{Algorithm, Clock, Decision, InsufficientCapacity, Quota, RateLimiter};
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
 use redis::Script;
 use std::collections::HashMap;
 use std::fmt;
@@ -244,7 +244,7 @@ pub struct RedisRateLimiter {
 }
 
 struct Inner {
-    conn: ConnectionManager,
+    conn: Connection,
     plan: Plan,
     algorithm: Algorithm,
     quota: Quota,
@@ -592,7 +592,11 @@ impl RedisRateLimiterBuilder {
         self
     }
 
-    /// Uses an existing connection (shared with the caller's other Redis traffic).
+    /// Uses an existing connection, shared with the caller's other Redis traffic: a
+    /// `ConnectionManager` (reconnects by itself; what [`url`](Self::url) builds), a
+    /// `MultiplexedConnection`, or a Redis Cluster connection (enable the `redis`
+    /// crate's `cluster-async` feature in your own dependency on the same version:
+    /// every script touches one hash-tagged key, hence one slot).
     ///
     /// # Example
     ///
@@ -609,8 +613,11 @@ impl RedisRateLimiterBuilder {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn connection(mut self, connection: ConnectionManager) -> Self {
-        self.target = Target::Connection(Box::new(connection));
+    pub fn connection<C>(mut self, connection: C) -> Self
+    where
+        C: ConnectionLike + Clone + Send + Sync + 'static,
+    {
+        self.target = Target::Connection(Connection::new(connection));
         self
     }
 

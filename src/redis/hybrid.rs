@@ -1,9 +1,9 @@
 //! The hybrid mode: local decisions, counts shared through Redis in the background.
 
-use super::{bounded, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
+use super::{bounded, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
 use crate::algorithm::Params;
 use crate::{Algorithm, Clock, Decision, InsufficientCapacity, Quota};
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
 use redis::Script;
 use std::collections::HashMap;
 use std::fmt;
@@ -149,7 +149,7 @@ struct Inner {
     prefix: String,
     timeout: Duration,
     max_keys: usize,
-    conn: ConnectionManager,
+    conn: Connection,
     time: TimeSource,
     table: Mutex<Table>,
     sync_lock: tokio::sync::Mutex<()>,
@@ -371,6 +371,9 @@ impl Inner {
         let k = entry.roll(k_now);
         // A reading older than the entry's window is that window's start.
         let e = if k_now < k { 0 } else { t - k * p };
+        // Waits are measured from the reading itself, as in the local engine.
+        let lag = (k * p + e) - t;
+        let from_now = |wait: u64| if wait == 0 { 0 } else { wait + lag };
         let curr = entry.w[1].estimate();
         let prev = if self.sliding {
             entry.w[0].estimate()
@@ -391,14 +394,19 @@ impl Inner {
             entry.w[1].pending += u64::from(n);
             drop(table);
             let after = curr128 + n128;
-            Decision::allow(self.limit, m.remaining(after), m.wait(after, m.limit), 0)
+            Decision::allow(
+                self.limit,
+                m.remaining(after),
+                from_now(m.wait(after, m.limit)),
+                0,
+            )
         } else {
             drop(table);
             Decision::deny(
                 self.limit,
                 m.remaining(curr128),
-                m.wait(curr128, m.limit),
-                m.wait(curr128, n128),
+                from_now(m.wait(curr128, m.limit)),
+                from_now(m.wait(curr128, n128)),
             )
         }
     }
@@ -624,7 +632,8 @@ impl HybridRateLimiterBuilder {
         self
     }
 
-    /// Uses an existing connection.
+    /// Uses an existing connection (a `ConnectionManager` or `MultiplexedConnection`;
+    /// a sync pipelines keys of many slots, so a Cluster connection is not supported).
     ///
     /// # Example
     ///
@@ -638,8 +647,11 @@ impl HybridRateLimiterBuilder {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn connection(mut self, connection: ConnectionManager) -> Self {
-        self.target = Target::Connection(Box::new(connection));
+    pub fn connection<C>(mut self, connection: C) -> Self
+    where
+        C: ConnectionLike + Clone + Send + Sync + 'static,
+    {
+        self.target = Target::Connection(Connection::new(connection));
         self
     }
 

@@ -49,7 +49,7 @@ pub use hybrid::{HybridRateLimiter, HybridRateLimiterBuilder, HybridStats};
 pub use redis;
 
 use crate::Clock;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,20 +59,69 @@ pub(crate) const DEFAULT_PREFIX: &str = "tollgate";
 /// The default bound on every Redis call.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// Any async Redis connection that can be cloned to share (a `ConnectionManager`, a
+/// `MultiplexedConnection`, a cluster connection when the `redis` crate's
+/// `cluster-async` feature is on), type-erased.
+trait DynConnection: ConnectionLike + Send + Sync {
+    fn clone_box(&self) -> Box<dyn DynConnection>;
+}
+
+impl<T: ConnectionLike + Clone + Send + Sync + 'static> DynConnection for T {
+    fn clone_box(&self) -> Box<dyn DynConnection> {
+        Box::new(self.clone())
+    }
+}
+
+/// A shared connection: clones share the underlying multiplexed connection.
+pub(crate) struct Connection(Box<dyn DynConnection>);
+
+impl Connection {
+    pub(crate) fn new<C: ConnectionLike + Clone + Send + Sync + 'static>(c: C) -> Self {
+        Connection(Box::new(c))
+    }
+}
+
+impl Clone for Connection {
+    fn clone(&self) -> Self {
+        Connection(self.0.clone_box())
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        self.0.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        self.0.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
+}
+
 /// Where a limiter gets its Redis connection from.
-#[derive(Clone)]
 pub(crate) enum Target {
     None,
     Url(String),
-    Connection(Box<ConnectionManager>),
+    Connection(Connection),
 }
 
 impl Target {
     /// Connects (or reuses the given connection), within `timeout`.
-    pub(crate) async fn connect(self, timeout: Duration) -> Result<ConnectionManager, Error> {
+    pub(crate) async fn connect(self, timeout: Duration) -> Result<Connection, Error> {
         match self {
             Target::None => Err(Error::NoTarget),
-            Target::Connection(c) => Ok(*c),
+            Target::Connection(c) => Ok(c),
             Target::Url(url) => {
                 let client = redis::Client::open(url.as_str())?;
                 let config = ConnectionManagerConfig::new()
@@ -88,7 +137,7 @@ impl Target {
                 .await
                 {
                     Err(_) => Err(Error::Timeout(timeout)),
-                    Ok(r) => Ok(r?),
+                    Ok(r) => Ok(Connection::new(r?)),
                 }
             }
         }

@@ -16,11 +16,15 @@ async fn instances(
     n: usize,
 ) -> Vec<RedisRateLimiter> {
     let mut v = Vec::new();
-    for _ in 0..n {
-        let mut b = RedisRateLimiter::builder(algorithm, quota)
-            .url(server.url())
-            .prefix(prefix)
-            .timeout(Duration::from_secs(5));
+    for i in 0..n {
+        let b = RedisRateLimiter::builder(algorithm, quota);
+        // One instance on a caller-made connection, the others on their own URL.
+        let b = if i == 1 {
+            b.connection(server.conn().await)
+        } else {
+            b.url(server.url())
+        };
+        let mut b = b.prefix(prefix).timeout(Duration::from_secs(5));
         if let Some(c) = clock {
             b = b.clock(c.clone());
         }

@@ -6,12 +6,9 @@ local s = redis.call('HMGET', KEYS[1], 'k', 'c')
 local sk = tonumber(s[1] or '0')
 local sc = tonumber(s[2] or '0')
 local current = idiv(now, p)
-local k = current
-if current < sk then
-  -- A reading older than the state's window is that window's start.
-  k = sk
-  now = sk * p
-end
+-- A reading older than the state's window is decided in that window (time never runs
+-- backwards); waits are still measured from the reading, never too early for its caller.
+local k = math.max(current, sk)
 local count = 0
 if k == sk then
   count = sc

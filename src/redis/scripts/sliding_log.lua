@@ -6,6 +6,8 @@ local p = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local newest_ts = nil
+-- Waits are measured from the reading itself, never too early for its caller.
+local reading = now
 if #newest > 0 then
   newest_ts = tonumber(newest[2])
   -- A reading older than the newest admission is that admission's time.
@@ -17,7 +19,7 @@ end
 local active = redis.call('ZCOUNT', KEYS[1], '(' .. fmt(now - p), '+inf')
 local reset = 0
 if active > 0 then
-  reset = newest_ts + p - now
+  reset = newest_ts + p - reading
 end
 if cost == 0 then
   return {1, limit - active, reset, 0, 0}
@@ -40,11 +42,11 @@ if active + cost <= limit then
   end
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', fmt(now - p))
   redis.call('PEXPIRE', KEYS[1], ttl_ms(p))
-  return {1, limit - active - cost, p, 0, 0}
+  return {1, limit - active - cost, now + p - reading, 0, 0}
 end
 -- The oldest active entry that must leave the window before `cost` more fit; the
 -- set's first (size - active) entries are inactive.
 local size = redis.call('ZCARD', KEYS[1])
 local idx = (size - active) + cost - (limit - active) - 1
 local e = redis.call('ZRANGE', KEYS[1], idx, idx, 'WITHSCORES')
-return {0, limit - active, reset, tonumber(e[2]) + p - now, 0}
+return {0, limit - active, reset, tonumber(e[2]) + p - reading, 0}

@@ -9,8 +9,12 @@ local sp = tonumber(s[2] or '0')
 local sc = tonumber(s[3] or '0')
 local current = idiv(now, p)
 local k, e, prev, curr
+-- A stale reading is decided at its state's window start; waits are measured from the
+-- reading itself (plus the lag), never too early for its caller.
+local lag = 0
 if current < sk then
   k, e, prev, curr = sk, 0, sp, sc
+  lag = sk * p - now
 else
   k = current
   e = now - current * p
@@ -45,8 +49,8 @@ local function remaining(c)
   return r
 end
 
--- The exact shortest wait until a request of cost n <= limit fits.
-local function wait(c, n)
+-- The exact shortest wait until a request of cost n <= limit fits, from the view.
+local function wait_from_view(c, n)
   if c + n <= limit then
     if prev == 0 then
       return 0
@@ -64,6 +68,15 @@ local function wait(c, n)
     e_next = math.max(p - idiv((limit - n) * p, c), 0)
   end
   return (p - e) + e_next
+end
+
+-- The exact shortest wait until a request of cost n <= limit fits, from the reading.
+local function wait(c, n)
+  local w = wait_from_view(c, n)
+  if w == 0 then
+    return 0
+  end
+  return w + lag
 end
 
 -- A zero-cost peek asks for nothing: always allowed.
