@@ -127,19 +127,17 @@ impl LogTable {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
         let shard = &self.shards[loc.shard];
-        for range in loc.windows(self.geo.window()) {
-            for i in range {
-                let slot = &self.slots[i];
-                if slot.hint.load(Ordering::Acquire) != fp {
-                    continue;
-                }
-                let mut e = lock(&slot.entry);
-                if e.fp == fp {
-                    let d = self.params.step(&mut e.ring, now, cost);
-                    drop(e);
-                    shard.count(cost, &d);
-                    return d;
-                }
+        for (_, i) in loc.probe(self.geo.window()) {
+            let slot = &self.slots[i];
+            if slot.hint.load(Ordering::Acquire) != fp {
+                continue;
+            }
+            let mut e = lock(&slot.entry);
+            if e.fp == fp {
+                let d = self.params.step(&mut e.ring, now, cost);
+                drop(e);
+                shard.count(cost, &d);
+                return d;
             }
         }
         if cost == 0 {
@@ -159,33 +157,31 @@ impl LogTable {
             let mut free: [Option<usize>; 2] = [None, None];
             let mut victim: Option<(usize, (u32, std::cmp::Reverse<std::time::Duration>))> = None;
             let mut soonest_reset = u64::MAX;
-            for (wi, range) in loc.windows(window).enumerate() {
-                for i in range {
-                    let mut e = lock(&self.slots[i].entry);
-                    if e.fp == fp {
-                        return self.params.step(&mut e.ring, now, cost);
-                    }
-                    let kind = if e.fp == 0 || self.params.is_idle(&e.ring, now) {
-                        Kind::Free
-                    } else {
-                        Kind::Live(self.params.step(&mut e.ring, now, 0))
-                    };
-                    drop(e);
-                    match kind {
-                        Kind::Free => {
-                            if free[wi].is_none() {
-                                free[wi] = Some(i);
-                            }
+            for (wi, i) in loc.probe(window) {
+                let mut e = lock(&self.slots[i].entry);
+                if e.fp == fp {
+                    return self.params.step(&mut e.ring, now, cost);
+                }
+                let kind = if e.fp == 0 || self.params.is_idle(&e.ring, now) {
+                    Kind::Free
+                } else {
+                    Kind::Live(self.params.step(&mut e.ring, now, 0))
+                };
+                drop(e);
+                match kind {
+                    Kind::Free => {
+                        if free[wi].is_none() {
+                            free[wi] = Some(i);
                         }
-                        Kind::Live(view) => {
-                            live[wi] += 1;
-                            let reset =
-                                u64::try_from(view.reset_after().as_nanos()).unwrap_or(u64::MAX);
-                            soonest_reset = soonest_reset.min(reset);
-                            let info = information(&view);
-                            if victim.as_ref().map_or(true, |(_, best)| info > *best) {
-                                victim = Some((i, info));
-                            }
+                    }
+                    Kind::Live(view) => {
+                        live[wi] += 1;
+                        let reset =
+                            u64::try_from(view.reset_after().as_nanos()).unwrap_or(u64::MAX);
+                        soonest_reset = soonest_reset.min(reset);
+                        let info = information(&view);
+                        if victim.as_ref().map_or(true, |(_, best)| info > *best) {
+                            victim = Some((i, info));
                         }
                     }
                 }

@@ -114,7 +114,7 @@ pub struct Stats {
 ///   whatever the number of distinct keys seen. No background thread: idle entries are
 ///   reclaimed on the insert path.
 /// * **Capacity**: room for [`capacity`](Self::capacity) keys whose state is not idle
-///   (1.48 slots per key, each key choosing between two windows of 8 slots).
+///   (1.48 slots per key, each key choosing between two windows of 12 slots).
 /// * **Identity**: a key is its 64-bit fingerprint under a hash seeded randomly per
 ///   limiter: two distinct keys share a state with probability 2⁻⁶⁴ per pair present
 ///   at once, and an attacker who does not know the seed cannot craft collisions.

@@ -14,7 +14,8 @@
 //!   mean equal key and equal state, and the step is a pure function of them).
 //! * **claim of an empty slot** (lock-free): after a scan of both candidate windows
 //!   that finds no copy of the key, the key goes to the *first* empty slot of that scan
-//!   in the key's canonical order. Slots never become empty again, so two threads
+//!   in the key's canonical order (the two windows interleaved, which balances them:
+//!   see `Location::probe`). Slots never become empty again, so two threads
 //!   inserting the same key cannot both succeed in different slots: the one whose
 //!   target comes later in the order read the other's target after it was claimed and
 //!   so saw the key there.
@@ -26,7 +27,7 @@
 //! Lookups and updates never lock; a claim that replaces an entry holds its shard's
 //! lock for one scan of two windows and one CAS.
 
-use super::layout::{fingerprint, new_shards, totals, Geometry, Location, Shard, Totals};
+use super::layout::{fingerprint, new_shards, totals, Geometry, Location, Shard, Totals, WINDOW};
 use super::OnFull;
 use crate::algorithm::PackedParams;
 use crate::sync::{lock, AtomicU128, Ordering};
@@ -64,9 +65,13 @@ enum Scan {
     Absent { first_empty: Option<usize> },
 }
 
+/// Four slots on one cache line, so that a window of 12 slots is 3 whole lines.
+#[repr(align(64))]
+struct Line([AtomicU128; 4]);
+
 /// A fixed-capacity table of packed states.
 pub(crate) struct PackedTable {
-    slots: Box<[AtomicU128]>,
+    lines: Box<[Line]>,
     shards: Box<[CachePadded<Shard>]>,
     geo: Geometry,
     params: PackedParams,
@@ -80,17 +85,17 @@ impl PackedTable {
         params: PackedParams,
         on_full: OnFull,
     ) -> Result<Self, crate::ConfigError> {
-        let n = geo.slots();
-        let mut slots = Vec::new();
-        slots
+        let n = geo.slots().div_ceil(4);
+        let mut lines = Vec::new();
+        lines
             .try_reserve_exact(n)
             .map_err(|_| crate::ConfigError::InvalidCapacity {
-                requested: n,
+                requested: geo.slots(),
                 max: super::layout::MAX_CAPACITY,
             })?;
-        slots.extend((0..n).map(|_| AtomicU128::new(0)));
+        lines.extend((0..n).map(|_| Line(std::array::from_fn(|_| AtomicU128::new(0)))));
         Ok(PackedTable {
-            slots: slots.into_boxed_slice(),
+            lines: lines.into_boxed_slice(),
             shards: new_shards(geo.shards()),
             geo,
             params,
@@ -100,7 +105,13 @@ impl PackedTable {
 
     /// Bytes of the slots and shard metadata.
     pub(crate) fn memory_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.slots) + std::mem::size_of_val(&*self.shards)
+        std::mem::size_of_val(&*self.lines) + std::mem::size_of_val(&*self.shards)
+    }
+
+    /// Slot `i`.
+    #[inline]
+    fn slot(&self, i: usize) -> &AtomicU128 {
+        &self.lines[i / 4].0[i % 4]
     }
 
     /// The counters.
@@ -111,7 +122,7 @@ impl PackedTable {
     /// `(occupied, active)`: slots holding a key, and those whose state is not idle.
     pub(crate) fn occupancy(&self, now: u64) -> (u64, u64) {
         let (mut occupied, mut active) = (0, 0);
-        for s in self.slots.iter() {
+        for s in self.lines.iter().flat_map(|l| l.0.iter()) {
             let w = s.load(Ordering::Acquire);
             if fp_of(w) != 0 {
                 occupied += 1;
@@ -127,16 +138,14 @@ impl PackedTable {
     #[inline]
     fn scan(&self, fp: u64, loc: &Location) -> Scan {
         let mut first_empty = None;
-        for range in loc.windows(self.geo.window()) {
-            for i in range {
-                let w = self.slots[i].load(Ordering::Acquire);
-                let f = fp_of(w);
-                if f == fp {
-                    return Scan::Found(i, w);
-                }
-                if f == 0 && first_empty.is_none() {
-                    first_empty = Some(i);
-                }
+        for (_, i) in loc.probe(self.geo.window()) {
+            let w = self.slot(i).load(Ordering::Acquire);
+            let f = fp_of(w);
+            if f == fp {
+                return Scan::Found(i, w);
+            }
+            if f == 0 && first_empty.is_none() {
+                first_empty = Some(i);
             }
         }
         Scan::Absent { first_empty }
@@ -151,7 +160,7 @@ impl PackedTable {
             let Some(next) = next else {
                 return Some(d);
             };
-            match self.slots[i].compare_exchange(
+            match self.slot(i).compare_exchange(
                 word,
                 pack(fp, next),
                 Ordering::AcqRel,
@@ -186,7 +195,8 @@ impl PackedTable {
                         return d;
                     };
                     if let Some(e) = first_empty {
-                        if self.slots[e]
+                        if self
+                            .slot(e)
                             .compare_exchange(
                                 0,
                                 pack(fp, next),
@@ -223,34 +233,28 @@ impl PackedTable {
     ) -> Option<Decision> {
         let _guard = lock(&shard.claim);
         let window = self.geo.window();
-        // Per candidate window: live entries, and its first idle or empty slot.
+        // Per candidate window: live entries, and its first idle or empty slot; and
+        // every live entry seen, in case the policy must apply.
         let mut live = [0usize; 2];
         let mut free: [Option<(usize, u128)>; 2] = [None, None];
-        let mut victim: Option<(usize, u128, (u32, std::cmp::Reverse<std::time::Duration>))> = None;
-        let mut soonest_reset = u64::MAX;
-        for (wi, range) in loc.windows(window).enumerate() {
-            for i in range {
-                let w = self.slots[i].load(Ordering::Acquire);
-                let f = fp_of(w);
-                if f == fp {
-                    // Inserted meanwhile (claims of this key are serialized by this
-                    // lock, or were an empty-slot claim that finished before).
-                    return self.update(i, fp, w, now, cost);
+        let mut seen = [(0usize, 0u128); 2 * WINDOW];
+        let mut n_seen = 0;
+        for (wi, i) in loc.probe(window) {
+            let w = self.slot(i).load(Ordering::Acquire);
+            let f = fp_of(w);
+            if f == fp {
+                // Inserted meanwhile (claims of this key are serialized by this
+                // lock, or were an empty-slot claim that finished before).
+                return self.update(i, fp, w, now, cost);
+            }
+            if f == 0 || self.params.is_idle(state_of(w), now) {
+                if free[wi].is_none() {
+                    free[wi] = Some((i, w));
                 }
-                if f == 0 || self.params.is_idle(state_of(w), now) {
-                    if free[wi].is_none() {
-                        free[wi] = Some((i, w));
-                    }
-                    continue;
-                }
+            } else {
                 live[wi] += 1;
-                let view = self.params.step(state_of(w), now, 0).1;
-                let reset = u64::try_from(view.reset_after().as_nanos()).unwrap_or(u64::MAX);
-                soonest_reset = soonest_reset.min(reset);
-                let info = information(&view);
-                if victim.as_ref().map_or(true, |(_, _, best)| info > *best) {
-                    victim = Some((i, w, info));
-                }
+                seen[n_seen] = (i, w);
+                n_seen += 1;
             }
         }
         let (next, fresh) = self.params.step(0, now, cost);
@@ -264,7 +268,7 @@ impl PackedTable {
             [a, b] => a.or(b),
         };
         if let Some((i, old)) = target {
-            self.slots[i]
+            self.slot(i)
                 .compare_exchange(old, pack(fp, next), Ordering::AcqRel, Ordering::Acquire)
                 .ok()?;
             if fp_of(old) != 0 {
@@ -272,10 +276,22 @@ impl PackedTable {
             }
             return Some(fresh);
         }
+        // No idle slot: rank the live entries by what they still know.
+        let mut victim: Option<(usize, u128, (u32, std::cmp::Reverse<std::time::Duration>))> = None;
+        let mut soonest_reset = u64::MAX;
+        for &(i, w) in &seen[..n_seen] {
+            let view = self.params.step(state_of(w), now, 0).1;
+            let reset = u64::try_from(view.reset_after().as_nanos()).unwrap_or(u64::MAX);
+            soonest_reset = soonest_reset.min(reset);
+            let info = information(&view);
+            if victim.as_ref().map_or(true, |(_, _, best)| info > *best) {
+                victim = Some((i, w, info));
+            }
+        }
         match self.on_full {
             OnFull::Evict => {
                 let (i, old, _) = victim?;
-                self.slots[i]
+                self.slot(i)
                     .compare_exchange(old, pack(fp, next), Ordering::AcqRel, Ordering::Acquire)
                     .ok()?;
                 Shard::bump(&shard.evictions);
