@@ -539,18 +539,44 @@ fn backward_steps_admit_nothing_beyond_the_quota() {
                 let mut max_seen = 0u64;
                 let mut effective = 0u64;
                 let mut admitted = 0u64;
+                let mut probes = 0u32;
+                // After a denial at reading r with wait w, sometimes probe it right away:
+                // (r + w − 1, must deny), then (r + w, must admit).
+                let mut probe: Option<(u64, u32, bool)> = None;
                 for step in 0..5_000 {
-                    let reading = match rng.u32(0..6) {
-                        // Back by up to two periods.
-                        0 | 1 => max_seen.saturating_sub(rng.u64(0..=2 * p)),
-                        // Forward a little from the newest reading.
-                        2..=4 => max_seen + rng.u64(0..=p / u64::from(q.limit()) + 1),
-                        _ => max_seen + rng.u64(0..=p),
+                    let (reading, n, expect) = match probe.take() {
+                        Some((at, n, false)) => {
+                            probe = Some((at + 1, n, true));
+                            (at, n, Some(false))
+                        }
+                        Some((at, n, true)) => (at, n, Some(true)),
+                        None => {
+                            let reading = match rng.u32(0..6) {
+                                // Back by up to two periods.
+                                0 | 1 => max_seen.saturating_sub(rng.u64(0..=2 * p)),
+                                // Forward a little from the newest reading.
+                                2..=4 => max_seen + rng.u64(0..=p / u64::from(q.limit()) + 1),
+                                _ => max_seen + rng.u64(0..=p),
+                            };
+                            (reading, if rng.bool() { 1 } else { rng.u32(1..=cap) }, None)
+                        }
                     };
                     max_seen = max_seen.max(reading);
                     clock.set(Duration::from_nanos(reading));
-                    let n = if rng.bool() { 1 } else { rng.u32(1..=cap) };
                     let d = l.check_n(n).unwrap();
+                    if let Some(admit) = expect {
+                        probes += 1;
+                        assert_eq!(
+                            d.is_allowed(),
+                            admit,
+                            "step {step}: probe of retry_after{} at {reading}: {d:?}",
+                            if admit { "" } else { " - 1ns" }
+                        );
+                    } else if let Some(w) = d.retry_after() {
+                        if rng.u32(0..3) == 0 {
+                            probe = Some((reading + ns(w) - 1, n, false));
+                        }
+                    }
                     if d.is_allowed() {
                         admitted += u64::from(n);
                         effective = effective.max(reading);
@@ -562,7 +588,10 @@ fn backward_steps_admit_nothing_beyond_the_quota() {
                         model.admit(effective, n);
                     }
                 }
-                assert!(admitted > 100, "{a:?} {q:?}: degenerate walk");
+                assert!(
+                    admitted > 100 && probes > 100,
+                    "{a:?} {q:?}: degenerate walk"
+                );
             });
         }
     }
