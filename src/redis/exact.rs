@@ -17,9 +17,14 @@ const FIXED_WINDOW: &str = include_str!("scripts/fixed_window.lua");
 const SLIDING_WINDOW: &str = include_str!("scripts/sliding_window.lua");
 const SLIDING_LOG: &str = include_str!("scripts/sliding_log.lua");
 
-/// The largest integer any script handles besides the time: leaves room for Redis
-/// `TIME` in microseconds (about 2^51 today) below 2^53, where doubles stop being exact.
-const MAX_SPAN_US: u64 = 1 << 52;
+/// The largest span (µs) a quota may need: with times up to [`MAX_TIME_US`], every sum
+/// the scripts form (at most a time plus two spans) stays below 2^53, where doubles stop
+/// being exact.
+const MAX_SPAN_US: u64 = 1 << 50;
+
+/// The latest time (µs since the clock's zero) the scripts decide at: 2^52 µs, about
+/// 142 years (Redis `TIME` since 1970 is about 2^50.6 µs today).
+const MAX_TIME_US: u64 = 1 << 52;
 
 /// How long the fallback answers alone after a Redis error before Redis is tried
 /// again (only with a fallback other than [`Fallback::Error`]).
@@ -126,7 +131,7 @@ impl Plan {
         let limit = quota.limit();
         let too_big = |what: &str, v: u128| {
             Error::Unrepresentable(format!(
-                "{what} = {v} exceeds 2^52, the largest integer the scripts compute exactly"
+                "{what} = {v} exceeds 2^50, the largest span the scripts compute exactly"
             ))
         };
         if u128::from(p_us) > u128::from(MAX_SPAN_US) {
@@ -356,6 +361,7 @@ impl RedisRateLimiter {
                 inner.decisions.fetch_add(1, Ordering::Relaxed);
                 Ok(d)
             }
+            Err(e) if !e.is_redis_unavailable() => Err(e),
             Err(e) => {
                 inner.errors.fetch_add(1, Ordering::Relaxed);
                 if !has_fallback {
@@ -453,8 +459,17 @@ impl Inner {
     async fn eval(&self, key: &str, n: u32) -> Result<Decision, Error> {
         let now_us: i64 = match &self.time {
             TimeSource::Server => -1,
-            // ns / 1000 < 2^54: fits an i64.
-            TimeSource::Caller(f) => (f() / 1000) as i64,
+            TimeSource::Caller(f) => {
+                let us = f() / 1000;
+                if us > MAX_TIME_US {
+                    return Err(Error::Unrepresentable(format!(
+                        "caller clock reading of {us} µs is past 2^52 µs (about 142 years), \
+                         the latest time the scripts compute exactly"
+                    )));
+                }
+                // us <= 2^52: fits an i64.
+                us as i64
+            }
         };
         let [a, b, c] = self.plan.args();
         let mut inv = self.plan.script().prepare_invoke();
@@ -483,7 +498,7 @@ impl Inner {
         let ns = |us: i64| -> Result<u64, Error> {
             u64::try_from(us)
                 .ok()
-                .filter(|us| *us <= MAX_SPAN_US * 2)
+                .filter(|us| *us <= MAX_TIME_US)
                 .map(|us| us * 1000)
                 .ok_or_else(bad)
         };
@@ -695,7 +710,7 @@ impl RedisRateLimiterBuilder {
     /// [`Error::Config`] for a quota the local engine refuses;
     /// [`Error::Unrepresentable`] for one the scripts cannot compute exactly (a period
     /// that is not whole microseconds, more than one request per microsecond for the
-    /// buckets, spans or `limit × period` past 2^52 µs); [`Error::NoTarget`] without a
+    /// buckets, spans or `limit × period` past 2^50 µs, about 35 years); [`Error::NoTarget`] without a
     /// URL or connection; [`Error::Redis`] or [`Error::Timeout`] when Redis cannot be
     /// reached.
     ///

@@ -180,3 +180,21 @@ async fn unrepresentable_quotas_are_refused_at_build() {
         .await;
     assert!(matches!(no_target, Err(Error::NoTarget)));
 }
+
+#[tokio::test]
+async fn caller_clock_past_the_exact_range_is_an_error_not_a_fallback() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    let l = RedisRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+        .url(server.url())
+        .clock(clock.clone())
+        .fallback(tollgate::redis::Fallback::Allow)
+        .build()
+        .await
+        .expect("build");
+    assert!(l.check("k").await.expect("in range").is_allowed());
+    clock.set(Duration::from_micros((1 << 52) + 1));
+    let e = l.check("k").await.expect_err("past 2^52 µs");
+    assert!(matches!(e, Error::Unrepresentable(_)), "{e}");
+    assert_eq!(l.stats().fallbacks, 0);
+}
