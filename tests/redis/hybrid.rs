@@ -291,3 +291,54 @@ async fn outage_keeps_counts_ttls_and_key_bound() {
     assert_eq!(l.stats().keys, 0);
     assert!(l.check("c").is_allowed());
 }
+
+async fn connected_clients(server: &RedisServer) -> u64 {
+    let mut conn = server.conn().await;
+    let info: String = tollgate::redis::redis::cmd("INFO")
+        .arg("clients")
+        .query_async(&mut conn)
+        .await
+        .expect("info");
+    info.lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("connected_clients")
+}
+
+/// The sync task holds the limiter weakly: dropping the last handle stops it and
+/// releases its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_handle_stops_the_sync_task() {
+    let server = RedisServer::start();
+    let quota = Quota::per_second(100);
+    let l = hybrid(
+        &server,
+        Algorithm::FixedWindow,
+        quota,
+        "drop",
+        Duration::from_millis(5),
+        None,
+    )
+    .await;
+    let clone = l.clone();
+    assert!(clone.check("k").is_allowed());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(l.stats().round_trips >= 1, "the task syncs");
+    // Our probe connection is counted too while it is open.
+    let with_limiter = connected_clients(&server).await;
+    drop(l);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        connected_clients(&server).await >= with_limiter,
+        "a clone keeps it alive"
+    );
+    drop(clone);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while connected_clients(&server).await >= with_limiter {
+        assert!(
+            Instant::now() < deadline,
+            "the connection was never released"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
