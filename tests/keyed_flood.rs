@@ -23,12 +23,20 @@ fn a_million_new_keys_change_memory_by_zero() {
             .build()
             .unwrap();
         let before = limiter.memory_bytes();
-        for key in 0..1_000_000u64 {
-            let _ = limiter.check(&key);
-            if key % 100_000 == 0 {
-                clock.advance(Duration::from_secs(60));
+        // Two threads, half a million new keys each, the clock moving meanwhile.
+        std::thread::scope(|s| {
+            for half in 0..2u64 {
+                let (limiter, clock) = (&limiter, &clock);
+                s.spawn(move || {
+                    for key in half * 500_000..(half + 1) * 500_000 {
+                        let _ = limiter.check(&key);
+                        if key % 100_000 == 0 {
+                            clock.advance(Duration::from_secs(60));
+                        }
+                    }
+                });
             }
-        }
+        });
         assert_eq!(limiter.memory_bytes(), before, "{algorithm:?}");
         let stats = limiter.stats();
         assert_eq!(stats.allowed + stats.rejected, 1_000_000, "{algorithm:?}");
