@@ -53,7 +53,9 @@ pub enum OnFull {
     #[default]
     Evict,
     /// Refuse the new key: a flood of new keys can never reset a throttled one.
-    /// Counted in [`Stats::refused`] (and [`Stats::rejected`]).
+    /// The denial's [`retry_after`](Decision::retry_after) is the soonest time an
+    /// entry in the key's windows frees its quota (a hint: other new keys may take the
+    /// slot first). Counted in [`Stats::refused`] (and [`Stats::rejected`]).
     Deny,
     /// Admit the new key's request without tracking it; counted in
     /// [`Stats::untracked`] (and [`Stats::allowed`]).
