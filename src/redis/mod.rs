@@ -166,6 +166,8 @@ pub(crate) async fn bounded<T>(
 ) -> Result<T, Error> {
     match tokio::time::timeout(timeout, fut).await {
         Err(_) => Err(Error::Timeout(timeout)),
+        // The connection's own response timeout (same duration) may fire first.
+        Ok(Err(e)) if e.is_timeout() => Err(Error::Timeout(timeout)),
         Ok(Err(e)) if e.kind() == redis::ErrorKind::TypeError => {
             Err(Error::BadReply(e.to_string()))
         }
