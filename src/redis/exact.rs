@@ -309,7 +309,9 @@ impl RedisRateLimiter {
     /// # Errors
     ///
     /// [`Error::Redis`], [`Error::Timeout`] or [`Error::BadReply`] when Redis cannot
-    /// decide within the timeout and the [`Fallback`] is `Error`.
+    /// decide within the timeout and the [`Fallback`] is `Error`;
+    /// [`Error::Unrepresentable`] when a caller's [`clock`](RedisRateLimiterBuilder::clock)
+    /// reads past 2^52 µs (about 142 years after its zero).
     ///
     /// # Example
     ///
@@ -710,8 +712,8 @@ impl RedisRateLimiterBuilder {
     /// [`Error::Config`] for a quota the local engine refuses;
     /// [`Error::Unrepresentable`] for one the scripts cannot compute exactly (a period
     /// that is not whole microseconds, more than one request per microsecond for the
-    /// buckets, spans or `limit × period` past 2^50 µs, about 35 years); [`Error::NoTarget`] without a
-    /// URL or connection; [`Error::Redis`] or [`Error::Timeout`] when Redis cannot be
+    /// buckets, spans or `limit × period` past 2^50 µs, about 35 years);
+    /// [`Error::NoTarget`] without a URL or connection; [`Error::Redis`] or [`Error::Timeout`] when Redis cannot be
     /// reached.
     ///
     /// # Example
