@@ -3,6 +3,7 @@
 use super::{bounded, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
 use crate::algorithm::Params;
 use crate::{Algorithm, Clock, Decision, InsufficientCapacity, Quota};
+use crossbeam_utils::CachePadded;
 use redis::aio::ConnectionLike;
 use redis::Script;
 use std::collections::HashMap;
@@ -88,6 +89,12 @@ impl Entry {
 
 type Table = HashMap<Box<str>, Entry, ahash::RandomState>;
 
+/// One shard of the key table, on its own cache lines.
+struct Shard {
+    table: Mutex<Table>,
+    decisions: AtomicU64,
+}
+
 /// A distributed limiter that decides locally, at in-memory speed, and shares its
 /// counts through Redis in the background (FixedWindow and SlidingWindow).
 ///
@@ -115,7 +122,9 @@ type Table = HashMap<Box<str>, Entry, ahash::RandomState>;
 ///
 /// The number of tracked keys is bounded ([`max_keys`](HybridRateLimiterBuilder::max_keys)):
 /// keys idle for a window (two for `SlidingWindow`) are dropped at each sync, and while
-/// the table is full a new key is denied (counted in [`HybridStats::untracked`]).
+/// the table is full a new key is denied (counted in [`HybridStats::untracked`]). From
+/// 4096 keys up the table has 16 shards (one lock each) of `max_keys / 16` keys, and a
+/// new key is denied when its shard is full.
 ///
 /// # Example
 ///
@@ -148,12 +157,14 @@ struct Inner {
     sliding: bool,
     prefix: String,
     timeout: Duration,
-    max_keys: usize,
     conn: Connection,
     time: TimeSource,
-    table: Mutex<Table>,
+    /// The key table, sharded by key hash so that threads rarely share a lock.
+    shards: Box<[CachePadded<Shard>]>,
+    hasher: ahash::RandomState,
+    /// Keys per shard.
+    shard_cap: usize,
     sync_lock: tokio::sync::Mutex<()>,
-    decisions: AtomicU64,
     round_trips: AtomicU64,
     sync_errors: AtomicU64,
     untracked: AtomicU64,
@@ -282,11 +293,15 @@ impl HybridRateLimiter {
     pub fn stats(&self) -> HybridStats {
         let i = &self.inner;
         HybridStats {
-            decisions: i.decisions.load(Ordering::Relaxed),
+            decisions: i
+                .shards
+                .iter()
+                .map(|s| s.decisions.load(Ordering::Relaxed))
+                .sum(),
             round_trips: i.round_trips.load(Ordering::Relaxed),
             sync_errors: i.sync_errors.load(Ordering::Relaxed),
             untracked: i.untracked.load(Ordering::Relaxed),
-            keys: lock(&i.table).len() as u64,
+            keys: i.shards.iter().map(|s| lock(&s.table).len() as u64).sum(),
             max_sync_gap_ns: i.max_gap.load(Ordering::Relaxed),
         }
     }
@@ -340,18 +355,25 @@ impl Inner {
         }
     }
 
+    fn shard(&self, key: &str) -> &Shard {
+        // The shard count is a power of two.
+        let h = self.hasher.hash_one(key) as usize;
+        &self.shards[h & (self.shards.len() - 1)]
+    }
+
     fn redis_key(&self, key: &str, k: u64) -> String {
         format!("{}:{{{key}}}:{k}", self.prefix)
     }
 
     fn decide(&self, key: &str, n: u32) -> Decision {
-        self.decisions.fetch_add(1, Ordering::Relaxed);
         let t = self.now_ns();
         let p = self.period_ns;
         let k_now = t / p;
-        let mut table = lock(&self.table);
+        let shard = self.shard(key);
+        shard.decisions.fetch_add(1, Ordering::Relaxed);
+        let mut table = lock(&shard.table);
         if !table.contains_key(key) {
-            if table.len() >= self.max_keys {
+            if table.len() >= self.shard_cap {
                 drop(table);
                 self.untracked.fetch_add(1, Ordering::Relaxed);
                 let wait = p - t % p;
@@ -416,25 +438,23 @@ impl Inner {
         let t = self.now_ns();
         let k_now = t / self.period_ns;
         let keep = if self.sliding { 2 } else { 1 };
-        let sent: Vec<Sent> = {
-            let mut table = lock(&self.table);
+        let mut sent: Vec<Sent> = Vec::new();
+        for shard in self.shards.iter() {
+            let mut table = lock(&shard.table);
             table.retain(|_, e| e.k + keep > k_now);
-            table
-                .iter_mut()
-                .map(|(key, e)| {
-                    let add = [e.w[0].pending, e.w[1].pending];
-                    for w in &mut e.w {
-                        w.inflight += w.pending;
-                        w.pending = 0;
-                    }
-                    Sent {
-                        key: key.clone(),
-                        k: e.k,
-                        add,
-                    }
-                })
-                .collect()
-        };
+            sent.extend(table.iter_mut().map(|(key, e)| {
+                let add = [e.w[0].pending, e.w[1].pending];
+                for w in &mut e.w {
+                    w.inflight += w.pending;
+                    w.pending = 0;
+                }
+                Sent {
+                    key: key.clone(),
+                    k: e.k,
+                    add,
+                }
+            }));
+        }
         if sent.is_empty() {
             self.note_sync();
             return Ok(0);
@@ -475,10 +495,10 @@ impl Inner {
                 )))
             }
         });
-        let mut table = lock(&self.table);
         match reply {
             Ok(globals) => {
                 for (s, (g_prev, g_curr)) in sent.iter().zip(globals) {
+                    let mut table = lock(&self.shard(&s.key).table);
                     let Some(e) = table.get_mut(&s.key) else {
                         continue;
                     };
@@ -494,13 +514,13 @@ impl Inner {
                         e.w[0].inflight = e.w[0].inflight.saturating_sub(s.add[1]);
                     }
                 }
-                drop(table);
                 self.note_sync();
                 Ok(sent.len())
             }
             Err(err) => {
                 // Keep the counts: they go with the next sync.
                 for s in &sent {
+                    let mut table = lock(&self.shard(&s.key).table);
                     let Some(e) = table.get_mut(&s.key) else {
                         continue;
                     };
@@ -704,7 +724,8 @@ impl HybridRateLimiterBuilder {
         self
     }
 
-    /// The most keys tracked at once (default 100,000); while full, new keys are denied.
+    /// The most keys tracked at once (default 100,000); while full, new keys are denied
+    /// (from 4096 up: while the new key's shard, a sixteenth of the table, is full).
     ///
     /// # Example
     ///
@@ -783,6 +804,8 @@ impl HybridRateLimiterBuilder {
             ));
         }
         let conn = self.target.connect(self.timeout).await?;
+        // Small tables keep one shard, so that their bound is exact.
+        let shards = if self.max_keys >= 4096 { 16 } else { 1 };
         let inner = Arc::new(Inner {
             algorithm: self.algorithm,
             quota: self.quota,
@@ -791,12 +814,19 @@ impl HybridRateLimiterBuilder {
             sliding,
             prefix: self.prefix,
             timeout: self.timeout,
-            max_keys: self.max_keys,
             conn,
             time: self.time,
-            table: Mutex::new(HashMap::default()),
+            shards: (0..shards)
+                .map(|_| {
+                    CachePadded::new(Shard {
+                        table: Mutex::new(HashMap::default()),
+                        decisions: AtomicU64::new(0),
+                    })
+                })
+                .collect(),
+            hasher: ahash::RandomState::new(),
+            shard_cap: self.max_keys.div_ceil(shards),
             sync_lock: tokio::sync::Mutex::new(()),
-            decisions: AtomicU64::new(0),
             round_trips: AtomicU64::new(0),
             sync_errors: AtomicU64::new(0),
             untracked: AtomicU64::new(0),
