@@ -90,6 +90,50 @@ async fn exact(url: &str, tasks: usize) -> f64 {
     (c1 - c0) as f64 / dt.as_secs_f64()
 }
 
+/// The same `EVALSHA` sent with plain redis-rs (a `ConnectionManager`, no tollgate):
+/// the client library's own ceiling, to separate tollgate's overhead from redis-rs's.
+async fn raw(url: &str, sha: &str, tasks: usize) -> f64 {
+    let client = redis::Client::open(url).expect("client");
+    let conn = client.get_connection_manager().await.expect("connect");
+    let count = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (mut conn, count, stop) = (conn.clone(), count.clone(), stop.clone());
+        let sha = sha.to_owned();
+        handles.push(tokio::spawn(async move {
+            let mut rng = fastrand::Rng::with_seed(t as u64);
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("raw:{{{}}}", rng.u64(0..KEYS));
+                let reply: Vec<i64> = redis::cmd("EVALSHA")
+                    .arg(&sha)
+                    .arg(1)
+                    .arg(key)
+                    .arg(-1)
+                    .arg(1)
+                    .arg(0)
+                    .arg(1000)
+                    .arg(1000)
+                    .arg(0)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("evalsha");
+                assert_eq!(reply.len(), 5);
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (c0, t0) = (count.load(Ordering::Relaxed), Instant::now());
+    tokio::time::sleep(RUN).await;
+    let (c1, dt) = (count.load(Ordering::Relaxed), t0.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.await.expect("task");
+    }
+    (c1 - c0) as f64 / dt.as_secs_f64()
+}
+
 /// `redis-benchmark` running the same script with `EVALSHA` on random keys.
 fn ceiling(port: u16, sha: &str, clients: u32, pipeline: u32) -> (String, f64) {
     let args: Vec<String> = [
@@ -216,6 +260,12 @@ fn main() {
         loaded,
         [true],
         "the benchmark's SHA is not the limiter's script"
+    );
+    let raw_rps = rt.block_on(raw(&url, &sha, 256));
+    println!(
+        "plain redis-rs EVALSHA, 1 connection, 256 tasks: {raw_rps:>10.0}/s \
+         (tollgate's best / plain redis-rs: {:.2})",
+        best / raw_rps
     );
     let mut top = 0f64;
     for (clients, pipeline) in [(1, 1), (50, 1), (50, 16), (50, 64)] {
