@@ -59,7 +59,7 @@ impl FixedWindow {
     }
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let (stored, stored_count) = self.unpack(state);
         let current = now / self.period;

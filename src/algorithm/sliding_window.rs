@@ -148,7 +148,7 @@ impl SlidingWindow {
     }
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let v = self.view(state, now);
         // A stale reading is decided at its state's window start; waits are measured

@@ -76,6 +76,8 @@ pub(crate) struct Location {
     /// The first slot of each candidate window; `windows[1] == windows[0]` when the
     /// shard has a single window.
     pub(crate) windows: [usize; 2],
+    /// Where the key's probe starts within each window (then wraps around it).
+    pub(crate) starts: [usize; 2],
 }
 
 impl Geometry {
@@ -140,11 +142,25 @@ impl Geometry {
             w2 = (w1 + 1) % n;
         }
         let base = shard * self.windows_per_shard;
+        // Start offsets from bits mixed out of all of `h`, so they are independent of
+        // the window choice. Tables too small for a full window (a handful of slots,
+        // as in the loom models) probe from the front: with so few slots there is no
+        // walk to shorten, and every key then competes for the same first slot.
+        let m = (h ^ (h >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let w = if self.window == WINDOW {
+            WINDOW as u64
+        } else {
+            0
+        };
         Location {
             shard,
             windows: [
                 (base + w1 as usize) * self.window,
                 (base + w2 as usize) * self.window,
+            ],
+            starts: [
+                (((m & 0xFFFF_FFFF) * w) >> 32) as usize,
+                (((m >> 32) * w) >> 32) as usize,
             ],
         }
     }
@@ -161,18 +177,26 @@ impl Location {
     }
 
     /// The key's canonical probe order: `(which window, slot)`, the two windows
-    /// interleaved (`a, b, a+1, b+1, ...`).
+    /// interleaved, each from the key's own start offset and wrapping around
+    /// (`a+s, b+t, a+s+1, b+t+1, ...`).
     ///
     /// Empty slots are only ever claimed as the first empty slot of this order, and
-    /// never become empty again, so each window fills as a prefix: the first empty
-    /// slot of the interleaved order lies in the window with fewer occupied slots
-    /// (ties to the first). That is two-choice balancing, with an order that is fixed
-    /// per key, which is what makes lock-free claims of empty slots duplicate-free.
+    /// never become empty again. The order is fixed per key, which is what makes
+    /// lock-free claims of empty slots duplicate-free. The per-key start offsets spread
+    /// keys over their windows, so a lookup finds its key within about two probes
+    /// instead of walking the window's filled prefix; the first empty slot still tends
+    /// to lie in the emptier window (two-choice balancing, measured in
+    /// `tests/keyed_flood.rs`).
     #[inline]
     pub(crate) fn probe(&self, window: usize) -> impl Iterator<Item = (usize, usize)> {
         let [a, b] = self.windows;
+        let [sa, sb] = self.starts;
         let two = a != b;
-        (0..window).flat_map(move |j| std::iter::once((0, a + j)).chain(two.then_some((1, b + j))))
+        (0..window).flat_map(move |j| {
+            let ja = (sa + j) % window;
+            let jb = (sb + j) % window;
+            std::iter::once((0, a + ja)).chain(two.then_some((1, b + jb)))
+        })
     }
 }
 
@@ -198,8 +222,6 @@ pub(crate) struct Shard {
     /// Serializes the claims that replace an entry (idle reclaim, eviction) within
     /// this shard, so that one key can never be installed twice.
     pub(crate) claim: Mutex<()>,
-    pub(crate) allowed: AtomicU64,
-    pub(crate) rejected: AtomicU64,
     pub(crate) evictions: AtomicU64,
     pub(crate) idle_reclaims: AtomicU64,
     pub(crate) untracked: AtomicU64,
@@ -222,6 +244,64 @@ impl Shard {
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Stripes of the two counters every decision bumps (`allowed`, `rejected`).
+///
+/// Each thread counts on its own stripe (threads are numbered on first use, modulo
+/// [`STRIPES`]), so the decisions of several cores on one hot key do not fight over a
+/// counter line on top of the slot's line.
+#[derive(Debug)]
+pub(crate) struct Stripes {
+    stripes: Box<[CachePadded<Stripe>]>,
+}
+
+/// One thread's pair of hot counters.
+#[derive(Debug, Default)]
+struct Stripe {
+    allowed: AtomicU64,
+    rejected: AtomicU64,
+}
+
+/// Counter stripes per table: a power of two.
+pub(crate) const STRIPES: usize = 16;
+
+/// This thread's stripe number (not yet reduced modulo [`STRIPES`]).
+#[cfg(not(tollgate_loom))]
+#[inline]
+fn thread_stripe() -> usize {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    STRIPE.with(|s| {
+        let mut v = s.get();
+        if v == usize::MAX {
+            v = NEXT.fetch_add(1, StdOrdering::Relaxed) % STRIPES;
+            s.set(v);
+        }
+        v
+    })
+}
+
+/// Under loom every model thread shares one stripe (the counters are not part of
+/// any modelled protocol).
+#[cfg(tollgate_loom)]
+#[inline]
+fn thread_stripe() -> usize {
+    0
+}
+
+impl Stripes {
+    pub(crate) fn new() -> Self {
+        Stripes {
+            stripes: (0..STRIPES)
+                .map(|_| CachePadded::new(Stripe::default()))
+                .collect(),
+        }
+    }
 
     /// Counts a decision of cost `cost` (peeks of cost 0 are not counted).
     #[inline]
@@ -229,11 +309,17 @@ impl Shard {
         if cost == 0 {
             return;
         }
+        let s = &self.stripes[thread_stripe() % STRIPES];
         if d.is_allowed() {
-            Self::bump(&self.allowed);
+            Shard::bump(&s.allowed);
         } else {
-            Self::bump(&self.rejected);
+            Shard::bump(&s.rejected);
         }
+    }
+
+    /// Bytes of the stripes.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.stripes)
     }
 }
 
@@ -242,12 +328,14 @@ pub(crate) fn new_shards(n: usize) -> Box<[CachePadded<Shard>]> {
     (0..n).map(|_| CachePadded::new(Shard::default())).collect()
 }
 
-/// Sums the counters of `shards`.
-pub(crate) fn totals(shards: &[CachePadded<Shard>]) -> Totals {
+/// Sums the counters of `shards` and `stripes`.
+pub(crate) fn totals(shards: &[CachePadded<Shard>], stripes: &Stripes) -> Totals {
     let mut t = Totals::default();
-    for s in shards {
+    for s in stripes.stripes.iter() {
         t.allowed += s.allowed.load(Ordering::Relaxed);
         t.rejected += s.rejected.load(Ordering::Relaxed);
+    }
+    for s in shards {
         t.evictions += s.evictions.load(Ordering::Relaxed);
         t.idle_reclaims += s.idle_reclaims.load(Ordering::Relaxed);
         t.untracked += s.untracked.load(Ordering::Relaxed);
@@ -295,9 +383,11 @@ mod tests {
             }
             let probe: Vec<_> = loc.probe(g.window()).collect();
             assert_eq!(probe.len(), 2 * g.window());
-            assert_eq!(probe[0], (0, loc.windows[0]));
-            assert_eq!(probe[1], (1, loc.windows[1]));
-            assert_eq!(probe[2], (0, loc.windows[0] + 1));
+            let w = g.window();
+            assert_eq!(probe[0], (0, loc.windows[0] + loc.starts[0]));
+            assert_eq!(probe[1], (1, loc.windows[1] + loc.starts[1]));
+            assert_eq!(probe[2], (0, loc.windows[0] + (loc.starts[0] + 1) % w));
+            assert_eq!(probe.len(), 2 * w);
             assert_ne!(loc.windows[0], loc.windows[1]);
         }
         assert_eq!(fingerprint(0), 1);

@@ -11,7 +11,7 @@
 //! rescans under it, so a key is never present twice. Lock order: claim lock, then a
 //! slot lock; lookups take a slot lock only.
 
-use super::layout::{fingerprint, new_shards, totals, Geometry, Location, Shard, Totals};
+use super::layout::{fingerprint, new_shards, totals, Geometry, Location, Shard, Stripes, Totals};
 use super::table::information;
 use super::OnFull;
 use crate::algorithm::sliding_log::{Ring, SlidingLog};
@@ -38,6 +38,7 @@ struct Slot {
 pub(crate) struct LogTable {
     slots: Box<[Slot]>,
     shards: Box<[CachePadded<Shard>]>,
+    counts: Stripes,
     geo: Geometry,
     params: SlidingLog,
     /// The quota's period, ns.
@@ -77,6 +78,7 @@ impl LogTable {
         Ok(LogTable {
             slots: slots.into_boxed_slice(),
             shards: new_shards(geo.shards()),
+            counts: Stripes::new(),
             geo,
             params,
             period,
@@ -88,7 +90,10 @@ impl LogTable {
     pub(crate) fn memory_bytes(&self) -> usize {
         // Every ring is allocated at build with the same size.
         let rings = self.slots.len() * lock(&self.slots[0].entry).ring.heap_bytes();
-        std::mem::size_of_val(&*self.slots) + rings + std::mem::size_of_val(&*self.shards)
+        std::mem::size_of_val(&*self.slots)
+            + rings
+            + std::mem::size_of_val(&*self.shards)
+            + self.counts.memory_bytes()
     }
 
     /// Bytes of one slot's ring.
@@ -98,7 +103,7 @@ impl LogTable {
 
     /// The counters.
     pub(crate) fn totals(&self) -> Totals {
-        totals(&self.shards)
+        totals(&self.shards, &self.counts)
     }
 
     /// `(occupied, active)`: slots holding a key, and those whose log is not empty.
@@ -136,7 +141,7 @@ impl LogTable {
             if e.fp == fp {
                 let d = self.params.step(&mut e.ring, now, cost);
                 drop(e);
-                shard.count(cost, &d);
+                self.counts.count(cost, &d);
                 return d;
             }
         }
@@ -144,7 +149,7 @@ impl LogTable {
             return self.fresh_peek();
         }
         let d = self.claim(fp, &loc, shard, now, cost);
-        shard.count(cost, &d);
+        self.counts.count(cost, &d);
         d
     }
 

@@ -27,7 +27,9 @@
 //! Lookups and updates never lock; a claim that replaces an entry holds its shard's
 //! lock for one scan of two windows and one CAS.
 
-use super::layout::{fingerprint, new_shards, totals, Geometry, Location, Shard, Totals, WINDOW};
+use super::layout::{
+    fingerprint, new_shards, totals, Geometry, Location, Shard, Stripes, Totals, WINDOW,
+};
 use super::OnFull;
 use crate::algorithm::PackedParams;
 use crate::sync::{lock, AtomicU128, Ordering};
@@ -73,6 +75,7 @@ struct Line([AtomicU128; 4]);
 pub(crate) struct PackedTable {
     lines: Box<[Line]>,
     shards: Box<[CachePadded<Shard>]>,
+    counts: Stripes,
     geo: Geometry,
     params: PackedParams,
     on_full: OnFull,
@@ -97,6 +100,7 @@ impl PackedTable {
         Ok(PackedTable {
             lines: lines.into_boxed_slice(),
             shards: new_shards(geo.shards()),
+            counts: Stripes::new(),
             geo,
             params,
             on_full,
@@ -105,7 +109,9 @@ impl PackedTable {
 
     /// Bytes of the slots and shard metadata.
     pub(crate) fn memory_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.lines) + std::mem::size_of_val(&*self.shards)
+        std::mem::size_of_val(&*self.lines)
+            + std::mem::size_of_val(&*self.shards)
+            + self.counts.memory_bytes()
     }
 
     /// Slot `i`.
@@ -116,7 +122,7 @@ impl PackedTable {
 
     /// The counters.
     pub(crate) fn totals(&self) -> Totals {
-        totals(&self.shards)
+        totals(&self.shards, &self.counts)
     }
 
     /// `(occupied, active)`: slots holding a key, and those whose state is not idle.
@@ -137,15 +143,44 @@ impl PackedTable {
     /// Scans the key's candidate windows in canonical order.
     #[inline]
     fn scan(&self, fp: u64, loc: &Location) -> Scan {
+        let [a, b] = loc.windows;
+        let [mut ja, mut jb] = loc.starts;
+        let window = self.geo.window();
         let mut first_empty = None;
-        for (_, i) in loc.probe(self.geo.window()) {
-            let w = self.slot(i).load(Ordering::Acquire);
+        let mut check = |i: usize, w: u128| -> Option<Scan> {
             let f = fp_of(w);
             if f == fp {
-                return Scan::Found(i, w);
+                return Some(Scan::Found(i, w));
             }
             if f == 0 && first_empty.is_none() {
                 first_empty = Some(i);
+            }
+            None
+        };
+        // The order of `Location::probe`, written out so it compiles to a tight loop.
+        // Both windows' slots are loaded before either is examined, so that on a large
+        // table the two cache misses overlap instead of following each other.
+        if a == b {
+            for _ in 0..window {
+                let i = a + ja;
+                if let Some(found) = check(i, self.slot(i).load(Ordering::Acquire)) {
+                    return found;
+                }
+                ja = if ja + 1 == window { 0 } else { ja + 1 };
+            }
+        } else {
+            for _ in 0..window {
+                let (ia, ib) = (a + ja, b + jb);
+                let wa = self.slot(ia).load(Ordering::Acquire);
+                let wb = self.slot(ib).load(Ordering::Acquire);
+                if let Some(found) = check(ia, wa) {
+                    return found;
+                }
+                if let Some(found) = check(ib, wb) {
+                    return found;
+                }
+                ja = if ja + 1 == window { 0 } else { ja + 1 };
+                jb = if jb + 1 == window { 0 } else { jb + 1 };
             }
         }
         Scan::Absent { first_empty }
@@ -184,7 +219,7 @@ impl PackedTable {
             match self.scan(fp, &loc) {
                 Scan::Found(i, w) => {
                     if let Some(d) = self.update(i, fp, w, t, cost) {
-                        shard.count(cost, &d);
+                        self.counts.count(cost, &d);
                         return d;
                     }
                 }
@@ -205,11 +240,11 @@ impl PackedTable {
                             )
                             .is_ok()
                         {
-                            shard.count(cost, &d);
+                            self.counts.count(cost, &d);
                             return d;
                         }
                     } else if let Some(d) = self.claim_locked(fp, &loc, shard, t, cost) {
-                        shard.count(cost, &d);
+                        self.counts.count(cost, &d);
                         return d;
                     }
                 }
