@@ -1,6 +1,6 @@
-#![cfg(feature = "redis")]
 //! Integration tests of the distributed mode against a real `redis-server`, started by
 //! the tests themselves on a free loopback port (binary from `REDIS_SERVER` or `PATH`).
+#![cfg(feature = "redis")]
 
 mod differential;
 mod exact;
