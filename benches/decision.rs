@@ -106,6 +106,7 @@ fn keyed(c: &mut Criterion) {
         bench_one(c, group, w, &MutexHashMap::new(*rate));
         bench_one(c, group, w, &DashMapGcra::new(*rate));
         bench_one(c, group, w, &Floor::new(*rate, w.distinct));
+        bench_one(c, group, w, &Floor128::new(*rate, w.distinct));
     }
 }
 

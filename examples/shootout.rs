@@ -6,7 +6,7 @@
 //! `cargo run --release --example shootout` (about 30–60 s on 2 cores). Prints progress
 //! on stderr and one table on stdout: median ns per decision per thread, millions of
 //! decisions per second over all threads, time relative to governor keyed (below 1.00
-//! is faster), and memory per key (tollgate: `memory_bytes()` / capacity; the peers:
+//! is faster), time relative to the two floors, and memory per key (tollgate: `memory_bytes()` / capacity; the peers:
 //! growth of resident memory while they took in every key).
 
 #[path = "../benches/support/harness.rs"]
@@ -135,7 +135,7 @@ fn main() {
         Workload::uniform("1k keys", 1_000, 1),
         Workload::uniform("1M keys", 1_000_000, 2),
     ];
-    let per_workload = (Algorithm::ALL.len() + 4) * thread_counts.len();
+    let per_workload = (Algorithm::ALL.len() + 5) * thread_counts.len();
     let mut rows = Vec::new();
     let mut done = 0;
     for w in &workloads {
@@ -160,6 +160,7 @@ fn main() {
         bench.measure(MutexHashMap::new(rate));
         bench.measure(DashMapGcra::new(rate));
         bench.measure(Floor::new(rate, w.distinct));
+        bench.measure(Floor128::new(rate, w.distinct));
         done = bench.done;
         rows.extend(bench.rows);
     }
@@ -171,9 +172,9 @@ fn print_table(rows: &[Row]) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "\n| keys | threads | limiter | ns/decision/thread | M decisions/s | vs governor | bytes/key |"
+        "\n| keys | threads | limiter | ns/decision/thread | M decisions/s | vs governor | vs floor 8B / 16B | bytes/key |"
     );
-    let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---:|---:|");
     for r in rows {
         let governor = rows
             .iter()
@@ -182,17 +183,28 @@ fn print_table(rows: &[Row]) {
             })
             .map(|g| g.ns);
         let ratio = governor.map_or("-".into(), |g| format!("{:.2}×", r.ns / g));
+        let floor = |name: &str| {
+            rows.iter()
+                .find(|f| f.workload == r.workload && f.threads == r.threads && f.limiter == name)
+                .map_or("-".to_string(), |f| format!("{:.2}×", r.ns / f.ns))
+        };
+        let floors = format!(
+            "{} / {}",
+            floor("floor, 8-byte CAS"),
+            floor("floor, 16-byte CAS")
+        );
         let mops = r.threads as f64 * 1e3 / r.ns;
         let mem = r.bytes_per_key.map_or("-".into(), |b| format!("{b:.0}"));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {} | {:.1} | {} | {} | {} |",
             r.workload,
             r.threads,
             r.limiter,
             fmt_ns(r.ns),
             mops,
             ratio,
+            floors,
             mem
         );
     }

@@ -248,11 +248,14 @@ impl Shard {
 
 /// Stripes of the two counters every decision bumps (`allowed`, `rejected`).
 ///
-/// Each thread counts on its own stripe (threads are numbered on first use, modulo
-/// [`STRIPES`]), so the decisions of several cores on one hot key do not fight over a
-/// counter line on top of the slot's line.
+/// Each of the first [`STRIPES`] threads to count (an id is taken on a thread's first
+/// decision and given back when it exits) owns one stripe and is its only writer, so it
+/// bumps its counters with a plain load and store: no locked instruction, which on x86
+/// would wait for the slot's compare-and-swap to drain and cost more than the rest of
+/// the decision. Threads beyond that share one overflow stripe with `fetch_add`.
 #[derive(Debug)]
 pub(crate) struct Stripes {
+    /// `STRIPES` owned stripes, then the shared overflow stripe.
     stripes: Box<[CachePadded<Stripe>]>,
 }
 
@@ -263,41 +266,62 @@ struct Stripe {
     rejected: AtomicU64,
 }
 
-/// Counter stripes per table: a power of two.
-pub(crate) const STRIPES: usize = 16;
+/// Owned counter stripes per table; threads past this many share the overflow stripe.
+pub(crate) const STRIPES: usize = 32;
 
-/// This thread's stripe number (not yet reduced modulo [`STRIPES`]).
+/// Thread ids `0..STRIPES` for owned stripes, recycled when threads exit.
 #[cfg(not(tollgate_loom))]
-#[inline]
-fn thread_stripe() -> usize {
-    use std::cell::Cell;
-    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    STRIPE.with(|s| {
-        let mut v = s.get();
-        if v == usize::MAX {
-            v = NEXT.fetch_add(1, StdOrdering::Relaxed) % STRIPES;
-            s.set(v);
-        }
-        v
-    })
-}
+mod thread_id {
+    use super::STRIPES;
+    use std::sync::Mutex;
 
-/// Under loom every model thread shares one stripe (the counters are not part of
-/// any modelled protocol).
-#[cfg(tollgate_loom)]
-#[inline]
-fn thread_stripe() -> usize {
-    0
+    /// Ids given back by exited threads.
+    static FREE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    /// The next never-used id.
+    static NEXT: Mutex<usize> = Mutex::new(0);
+
+    /// A thread's id; gives it back when the thread exits.
+    struct Id(usize);
+
+    impl Id {
+        fn acquire() -> Id {
+            if let Some(id) = crate::sync::lock(&FREE).pop() {
+                return Id(id);
+            }
+            let mut next = crate::sync::lock(&NEXT);
+            if *next < STRIPES {
+                *next += 1;
+                Id(*next - 1)
+            } else {
+                Id(STRIPES)
+            }
+        }
+    }
+
+    impl Drop for Id {
+        fn drop(&mut self) {
+            if self.0 < STRIPES {
+                crate::sync::lock(&FREE).push(self.0);
+            }
+        }
+    }
+
+    thread_local! {
+        static ID: Id = Id::acquire();
+    }
+
+    /// This thread's stripe: `< STRIPES` when it owns one, `STRIPES` (the shared
+    /// overflow stripe) otherwise, including while the thread is exiting.
+    #[inline]
+    pub(super) fn current() -> usize {
+        ID.try_with(|id| id.0).unwrap_or(STRIPES)
+    }
 }
 
 impl Stripes {
     pub(crate) fn new() -> Self {
         Stripes {
-            stripes: (0..STRIPES)
+            stripes: (0..=STRIPES)
                 .map(|_| CachePadded::new(Stripe::default()))
                 .collect(),
         }
@@ -309,11 +333,23 @@ impl Stripes {
         if cost == 0 {
             return;
         }
-        let s = &self.stripes[thread_stripe() % STRIPES];
-        if d.is_allowed() {
-            Shard::bump(&s.allowed);
+        #[cfg(not(tollgate_loom))]
+        let id = thread_id::current();
+        // Under loom every model thread shares the overflow stripe.
+        #[cfg(tollgate_loom)]
+        let id = STRIPES;
+        let s = &self.stripes[id];
+        let counter = if d.is_allowed() {
+            &s.allowed
         } else {
-            Shard::bump(&s.rejected);
+            &s.rejected
+        };
+        if id < STRIPES {
+            // This thread is the stripe's only writer (see `thread_id`): a plain
+            // increment loses nothing.
+            counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        } else {
+            Shard::bump(counter);
         }
     }
 
@@ -347,6 +383,37 @@ pub(crate) fn totals(shards: &[CachePadded<Shard>], stripes: &Stripes) -> Totals
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// More threads than owned stripes, some exiting and handing their ids on while
+    /// others count: no increment is lost.
+    #[test]
+    fn stripes_count_every_decision_from_any_number_of_threads() {
+        let stripes = std::sync::Arc::new(Stripes::new());
+        let ok = crate::Decision::allow(1, 0, 0, 0);
+        let no = crate::Decision::deny(1, 0, 1, 1);
+        for round in 0..3 {
+            let handles: Vec<_> = (0..(STRIPES + 8))
+                .map(|i| {
+                    let s = stripes.clone();
+                    std::thread::spawn(move || {
+                        for _ in 0..1000 {
+                            s.count(1, if i % 2 == 0 { &ok } else { &no });
+                        }
+                        s.count(0, &ok); // peeks are not counted
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+            let t = totals(&new_shards(1), &stripes);
+            let per_round = (STRIPES as u64 + 8) / 2 * 1000;
+            assert_eq!(
+                (t.allowed, t.rejected),
+                (per_round * (round + 1), per_round * (round + 1))
+            );
+        }
+    }
 
     #[test]
     fn geometry_holds_about_one_and_a_half_slots_per_key() {
