@@ -59,35 +59,38 @@ impl FixedWindow {
     }
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let (stored, stored_count) = self.unpack(state);
-        let current = now / self.period;
         // A reading older than the state's window is decided in that window (time never
-        // runs backwards); waits are still measured from the reading itself, so that
-        // they are never too early for the caller whose clock read `now`.
-        let k = current.max(stored);
+        // runs backwards).
+        let k = (now / self.period).max(stored);
         let count = if k == stored { stored_count } else { 0 };
+        let d = self.decide(k, u64::from(count), now, cost);
+        let next =
+            (d.is_allowed() && cost > 0).then(|| (k << self.shift) | u64::from(count + cost));
+        (next, d)
+    }
+
+    /// The decision for `cost` in window `k` (`k >= now / P`: later for a stale
+    /// reading) holding `count`, at the reading `now`. Waits are measured from `now`
+    /// itself, so they are never too early for the caller whose clock read it.
+    ///
+    /// `count` may exceed the limit (the hybrid Redis mode's global counts can); a
+    /// zero-cost peek asks for nothing and is always allowed.
+    #[inline]
+    pub(crate) fn decide(&self, k: u64, count: u64, now: u64, cost: u32) -> Decision {
         let end = (k + 1) * self.period;
-        // In u64: with limit = u32::MAX, a full window plus one would overflow a u32.
-        if u64::from(count) + u64::from(cost) <= u64::from(self.limit) {
-            // Fits: count + cost <= limit, so the sum is a u32.
-            let count = count + cost;
+        let limit = u64::from(self.limit);
+        let remaining = |count: u64| limit.saturating_sub(count) as u32;
+        if cost == 0 || count + u64::from(cost) <= limit {
+            let count = count + u64::from(cost);
             let reset = if count > 0 { end - now } else { 0 };
-            let d = Decision::allow(self.limit, self.limit - count, reset, 0);
-            let next = if cost == 0 {
-                None
-            } else {
-                Some((k << self.shift) | u64::from(count))
-            };
-            (next, d)
+            Decision::allow(self.limit, remaining(count), reset, 0)
         } else {
             // cost <= limit, so the request fits in the next window.
             let wait = end - now;
-            (
-                None,
-                Decision::deny(self.limit, self.limit - count, wait, wait),
-            )
+            Decision::deny(self.limit, remaining(count), wait, wait)
         }
     }
 

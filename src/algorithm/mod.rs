@@ -104,7 +104,7 @@ pub(crate) enum PackedParams {
 
 impl PackedParams {
     /// One decision: the new state (`None` to leave it) and the decision.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         match self {
             PackedParams::Gcra(p) => p.step(state, now, cost),

@@ -30,12 +30,16 @@ pub(crate) struct SlidingWindow {
 }
 
 /// A sliding-window state, unpacked and rolled forward to the decision's window.
-struct View {
+///
+/// The counts are `u64` so that callers whose counts can exceed the limit (the hybrid
+/// Redis mode's global counts) share this arithmetic; made by [`SlidingWindow::at`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct View {
     k: u64,
-    /// Time into window `k`.
+    /// Time into window `k`: 0 when the reading is older than the window's start.
     e: u64,
-    prev: u32,
-    curr: u32,
+    prev: u64,
+    curr: u64,
 }
 
 impl SlidingWindow {
@@ -66,40 +70,39 @@ impl SlidingWindow {
         self.limit
     }
 
+    /// Counts `prev` (window `k − 1`) and `curr` (window `k`) viewed at the reading
+    /// `now`, for `k >= now / P` (later for a stale reading, which is then decided at
+    /// window `k`'s start, where the previous window weighs the most).
     #[inline]
-    fn view(&self, state: u64, now: u64) -> View {
-        let mask = (1u64 << self.shift) - 1;
-        let stored = state >> (2 * self.shift);
-        let stored_prev = ((state >> self.shift) & mask) as u32;
-        let stored_curr = (state & mask) as u32;
-        let current = now / self.period;
-        if current < stored {
-            // A reading older than the state's window: treat it as that window's start,
-            // where the previous window weighs the most.
-            return View {
-                k: stored,
-                e: 0,
-                prev: stored_prev,
-                curr: stored_curr,
-            };
-        }
-        let e = now - current * self.period;
-        let (prev, curr) = match current - stored {
-            0 => (stored_prev, stored_curr),
-            1 => (stored_curr, 0),
-            _ => (0, 0),
-        };
+    pub(crate) fn at(&self, k: u64, now: u64, prev: u64, curr: u64) -> View {
         View {
-            k: current,
-            e,
+            k,
+            e: now.saturating_sub(k * self.period),
             prev,
             curr,
         }
     }
 
+    #[inline]
+    fn view(&self, state: u64, now: u64) -> View {
+        let mask = (1u64 << self.shift) - 1;
+        let stored = state >> (2 * self.shift);
+        let stored_prev = (state >> self.shift) & mask;
+        let stored_curr = state & mask;
+        // Time never runs backwards: a reading older than the state's window is
+        // decided in that window.
+        let k = (now / self.period).max(stored);
+        let (prev, curr) = match k - stored {
+            0 => (stored_prev, stored_curr),
+            1 => (stored_curr, 0),
+            _ => (0, 0),
+        };
+        self.at(k, now, prev, curr)
+    }
+
     /// `prev·(P − e) + (curr + n)·P`, the weighted count of a request of cost `n`.
     #[inline]
-    fn weight(&self, prev: u32, e: u64, curr: u32, n: u32) -> u128 {
+    fn weight(&self, prev: u64, e: u64, curr: u64, n: u32) -> u128 {
         let p = u128::from(self.period);
         u128::from(prev) * (p - u128::from(e)) + (u128::from(curr) + u128::from(n)) * p
     }
@@ -112,7 +115,7 @@ impl SlidingWindow {
         let used = u128::from(v.prev) * (p - u128::from(v.e));
         let fits = budget.saturating_sub(used) / p;
         // fits <= limit < 2^32.
-        (fits as u32).saturating_sub(v.curr)
+        (fits as u64).saturating_sub(v.curr) as u32
     }
 
     /// The exact shortest wait (ns) from `v` until a request of cost `n <= limit` fits,
@@ -148,42 +151,44 @@ impl SlidingWindow {
     }
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let v = self.view(state, now);
-        // A stale reading is decided at its state's window start; waits are measured
-        // from the reading itself so they are never too early for its caller.
+        let d = self.decide(&v, now, cost);
+        let next = (d.is_allowed() && cost > 0).then(|| {
+            (v.k << (2 * self.shift)) | (v.prev << self.shift) | (v.curr + u64::from(cost))
+        });
+        (next, d)
+    }
+
+    /// The decision for `cost` on `v` at the reading `now`. A stale reading is decided
+    /// at its window's start; waits are measured from the reading itself, so they are
+    /// never too early for its caller. A zero-cost peek asks for nothing and is always
+    /// allowed (only a stale reading, or counts past the limit, can weigh more than the
+    /// budget).
+    #[inline]
+    pub(crate) fn decide(&self, v: &View, now: u64, cost: u32) -> Decision {
         let lag = (v.k * self.period + v.e) - now;
         let from_now = |wait: u64| if wait == 0 { 0 } else { wait + lag };
         let budget = u128::from(self.limit) * u128::from(self.period);
-        // A zero-cost peek is always "allowed": it asks for nothing. (Only a stale
-        // reading, viewed at its window's start, can weigh more than the budget.)
         if cost == 0 || self.weight(v.prev, v.e, v.curr, cost) <= budget {
             let after = View {
-                curr: v.curr + cost,
-                ..v
+                curr: v.curr + u64::from(cost),
+                ..*v
             };
-            let d = Decision::allow(
+            Decision::allow(
                 self.limit,
                 self.remaining(&after),
                 from_now(self.wait(&after, self.limit)),
                 0,
-            );
-            if cost == 0 {
-                return (None, d);
-            }
-            let packed = (after.k << (2 * self.shift))
-                | (u64::from(after.prev) << self.shift)
-                | u64::from(after.curr);
-            (Some(packed), d)
+            )
         } else {
-            let d = Decision::deny(
+            Decision::deny(
                 self.limit,
-                self.remaining(&v),
-                from_now(self.wait(&v, self.limit)),
-                from_now(self.wait(&v, cost)),
-            );
-            (None, d)
+                self.remaining(v),
+                from_now(self.wait(v, self.limit)),
+                from_now(self.wait(v, cost)),
+            )
         }
     }
 

@@ -1,7 +1,9 @@
 //! The hybrid mode: local decisions, counts shared through Redis in the background.
 
 use super::{bounded, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
-use crate::algorithm::Params;
+use crate::algorithm::fixed_window::FixedWindow;
+use crate::algorithm::sliding_window::SlidingWindow;
+use crate::algorithm::{PackedParams, Params};
 use crate::{Algorithm, Clock, Decision, InsufficientCapacity, Quota};
 use crossbeam_utils::CachePadded;
 use redis::aio::ConnectionLike;
@@ -154,7 +156,9 @@ struct Inner {
     quota: Quota,
     limit: u32,
     period_ns: u64,
-    sliding: bool,
+    /// The local engine's window arithmetic, run on this instance's view of the
+    /// global counts.
+    window: Window,
     prefix: String,
     timeout: Duration,
     conn: Connection,
@@ -184,6 +188,13 @@ impl Drop for Inner {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The window algorithm a hybrid limiter runs.
+#[derive(Clone, Copy, Debug)]
+enum Window {
+    Fixed(FixedWindow),
+    Sliding(SlidingWindow),
 }
 
 /// One key's share of a sync: what was sent, for which window.
@@ -391,53 +402,27 @@ impl Inner {
             unreachable!("inserted above under the same lock")
         };
         let k = entry.roll(k_now);
-        // A reading older than the entry's window is that window's start.
-        let e = if k_now < k { 0 } else { t - k * p };
-        // Waits are measured from the reading itself, as in the local engine.
-        let lag = (k * p + e) - t;
-        let from_now = |wait: u64| if wait == 0 { 0 } else { wait + lag };
         let curr = entry.w[1].estimate();
-        let prev = if self.sliding {
-            entry.w[0].estimate()
-        } else {
-            0
+        let d = match &self.window {
+            Window::Fixed(f) => f.decide(k, curr, t, n),
+            Window::Sliding(s) => s.decide(&s.at(k, t, entry.w[0].estimate(), curr), t, n),
         };
-        let m = Math {
-            sliding: self.sliding,
-            p: u128::from(p),
-            limit: u128::from(self.limit),
-            prev: u128::from(prev),
-            e: u128::from(e),
-        };
-        let curr128 = u128::from(curr);
-        let n128 = u128::from(n);
-        // A zero-cost peek asks for nothing: always allowed, as in the local engine.
-        if n == 0 || m.fits(curr128, n128) {
+        if d.is_allowed() {
             entry.w[1].pending += u64::from(n);
-            drop(table);
-            let after = curr128 + n128;
-            Decision::allow(
-                self.limit,
-                m.remaining(after),
-                from_now(m.wait(after, m.limit)),
-                0,
-            )
-        } else {
-            drop(table);
-            Decision::deny(
-                self.limit,
-                m.remaining(curr128),
-                from_now(m.wait(curr128, m.limit)),
-                from_now(m.wait(curr128, n128)),
-            )
         }
+        d
+    }
+
+    /// Whether the previous window's count still matters.
+    fn sliding(&self) -> bool {
+        matches!(self.window, Window::Sliding(_))
     }
 
     async fn sync(&self) -> Result<usize, Error> {
         let _one_at_a_time = self.sync_lock.lock().await;
         let t = self.now_ns();
         let k_now = t / self.period_ns;
-        let keep = if self.sliding { 2 } else { 1 };
+        let keep = if self.sliding() { 2 } else { 1 };
         let mut sent: Vec<Sent> = Vec::new();
         for shard in self.shards.iter() {
             let mut table = lock(&shard.table);
@@ -549,57 +534,6 @@ impl Inner {
             self.max_gap
                 .fetch_max(now - last.min(now), Ordering::Relaxed);
         }
-    }
-}
-
-/// The window arithmetic of the local engine, in `u128`, for counts that may exceed
-/// the limit (the global count can).
-struct Math {
-    sliding: bool,
-    p: u128,
-    limit: u128,
-    prev: u128,
-    e: u128,
-}
-
-impl Math {
-    /// `prev·(P − e) + (c + n)·P ≤ limit·P` (`prev = 0` for the fixed window).
-    fn fits(&self, c: u128, n: u128) -> bool {
-        c + n <= self.limit && self.prev * (self.p - self.e) <= (self.limit - c - n) * self.p
-    }
-
-    fn remaining(&self, c: u128) -> u32 {
-        let budget = self.limit * self.p;
-        let used = self.prev * (self.p - self.e);
-        let fits = budget.saturating_sub(used) / self.p;
-        // fits <= limit < 2^32.
-        fits.saturating_sub(c) as u32
-    }
-
-    /// The shortest wait (ns) until cost `n <= limit` fits, if nothing else arrives.
-    fn wait(&self, c: u128, n: u128) -> u64 {
-        let (p, limit) = (self.p, self.limit);
-        if c + n <= limit {
-            if self.prev == 0 {
-                return 0;
-            }
-            let overlap = (limit - c - n) * p / self.prev;
-            if overlap >= p {
-                return 0;
-            }
-            if overlap > 0 {
-                return (p - overlap).saturating_sub(self.e) as u64;
-            }
-        }
-        // In the next window, this window's count c weighs as the previous one's
-        // (not at all for the fixed window).
-        let e_next = if !self.sliding || c == 0 {
-            0
-        } else {
-            let overlap = (limit - n) * p / c;
-            p.saturating_sub(overlap)
-        };
-        ((p - self.e) + e_next) as u64
     }
 }
 
@@ -780,13 +714,15 @@ impl HybridRateLimiterBuilder {
     /// # }
     /// ```
     pub async fn build(self) -> Result<HybridRateLimiter, Error> {
-        Params::new(self.algorithm, self.quota)?;
-        let sliding = match self.algorithm {
-            Algorithm::FixedWindow => false,
-            Algorithm::SlidingWindow => true,
-            other => {
+        // The local engine's checks and arithmetic: the same ConfigError for the same
+        // quota, the same decisions for the same counts.
+        let window = match Params::new(self.algorithm, self.quota)? {
+            Params::Packed(PackedParams::Fixed(f)) => Window::Fixed(f),
+            Params::Packed(PackedParams::Sliding(s)) => Window::Sliding(s),
+            _ => {
                 return Err(Error::Unsupported(format!(
-                    "the hybrid mode runs FixedWindow and SlidingWindow, not {other:?}"
+                    "the hybrid mode runs FixedWindow and SlidingWindow, not {:?}",
+                    self.algorithm
                 )))
             }
         };
@@ -811,7 +747,7 @@ impl HybridRateLimiterBuilder {
             quota: self.quota,
             limit: self.quota.limit(),
             period_ns,
-            sliding,
+            window,
             prefix: self.prefix,
             timeout: self.timeout,
             conn,
