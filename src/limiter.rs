@@ -1,7 +1,7 @@
 //! `RateLimiter`: one key, any algorithm, any clock.
 
 use crate::algorithm::sliding_log::SlidingLog;
-use crate::algorithm::{PackedParams, Params, HORIZON_NS};
+use crate::algorithm::{PackedParams, Params};
 use crate::cell::{LogCell, PackedCell};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use std::fmt;
@@ -191,7 +191,7 @@ impl<C: Clock> RateLimiter<C> {
 
     #[inline]
     fn decide(&self, n: u32) -> Decision {
-        let now = self.clock.now().min(HORIZON_NS);
+        let now = crate::algorithm::now(&self.clock);
         match &self.engine {
             Engine::Packed(params, cell) => cell.decide(params, now, n),
             Engine::Log(params, cell) => cell.decide(params, now, n),

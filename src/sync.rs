@@ -45,11 +45,6 @@ impl AtomicU128 {
         *lock(&self.word)
     }
 
-    #[allow(dead_code)] // the subset mirrors portable_atomic's
-    pub(crate) fn store(&self, v: u128, _order: Ordering) {
-        *lock(&self.word) = v;
-    }
-
     pub(crate) fn compare_exchange(
         &self,
         current: u128,
@@ -64,17 +59,6 @@ impl AtomicU128 {
         } else {
             Err(*w)
         }
-    }
-
-    #[allow(dead_code)] // the subset mirrors portable_atomic's
-    pub(crate) fn compare_exchange_weak(
-        &self,
-        current: u128,
-        new: u128,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<u128, u128> {
-        self.compare_exchange(current, new, success, failure)
     }
 }
 

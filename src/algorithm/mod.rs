@@ -23,6 +23,13 @@ use std::time::Duration;
 /// refused at build time.
 pub(crate) const HORIZON_NS: u64 = 1 << 62;
 
+/// The engine's reading of `clock`: nanoseconds since its zero, clamped to
+/// [`HORIZON_NS`]. Every limiter reads time through this, once per decision.
+#[inline]
+pub(crate) fn now<C: crate::Clock>(clock: &C) -> u64 {
+    clock.now().min(HORIZON_NS)
+}
+
 /// The largest limit the sliding log accepts (it stores one timestamp per request).
 pub(crate) const SLIDING_LOG_MAX_LIMIT: u32 = 1 << 16;
 

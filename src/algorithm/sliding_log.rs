@@ -45,11 +45,6 @@ impl Ring {
         self.ts.fill(EMPTY);
     }
 
-    /// Bytes this ring owns on the heap.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.ts)
-    }
-
     /// The `i`-th oldest entry.
     #[inline]
     fn entry(&self, i: u32) -> u64 {
@@ -77,6 +72,13 @@ impl SlidingLog {
     /// Bytes of ring per key.
     pub(crate) fn ring_bytes(&self) -> usize {
         self.limit as usize * std::mem::size_of::<u64>()
+    }
+
+    /// What an empty log decides for `cost`, without a ring: exactly what
+    /// [`step`](Self::step) decides on a fresh [`Ring`] at any time.
+    pub(crate) fn fresh(&self, cost: u32) -> Decision {
+        let reset = if cost == 0 { 0 } else { self.period };
+        Decision::allow(self.limit, self.limit - cost, reset, 0)
     }
 
     /// Whether an entry no longer lies in `(now − P, now]`.

@@ -13,7 +13,7 @@
 //!   (see [`Location::probe`]).
 
 use crate::sync::{AtomicU64, Mutex, Ordering};
-use crate::ConfigError;
+use crate::{ConfigError, Decision};
 use crossbeam_utils::CachePadded;
 
 /// Slots per window: 12 slots of 16 bytes, three cache lines.
@@ -356,6 +356,70 @@ impl Stripes {
     /// Bytes of the stripes.
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.stripes)
+    }
+}
+
+/// Which live entry to give up first: the one that still knows the least, i.e. whose
+/// cost-0 view has the most remaining, then the soonest reset.
+type Rank = (u32, std::cmp::Reverse<std::time::Duration>);
+
+/// What a replacing claim learns from one pass over a key's two windows: the first
+/// free (empty or idle) slot of each, how many live entries each holds, and, once
+/// ranked, the live entry that knows the least and the soonest reset among them.
+pub(crate) struct ClaimScan<S> {
+    live: [usize; 2],
+    free: [Option<S>; 2],
+    victim: Option<(S, Rank)>,
+    soonest_reset: u64,
+}
+
+impl<S: Copy> ClaimScan<S> {
+    pub(crate) fn new() -> Self {
+        ClaimScan {
+            live: [0; 2],
+            free: [None; 2],
+            victim: None,
+            soonest_reset: u64::MAX,
+        }
+    }
+
+    /// A free slot of window `w` (only the first one seen counts).
+    pub(crate) fn free(&mut self, w: usize, slot: S) {
+        self.free[w].get_or_insert(slot);
+    }
+
+    /// A live entry in window `w`.
+    pub(crate) fn live(&mut self, w: usize) {
+        self.live[w] += 1;
+    }
+
+    /// Ranks a live entry by its cost-0 view.
+    pub(crate) fn rank(&mut self, slot: S, view: &Decision) {
+        let reset = u64::try_from(view.reset_after().as_nanos()).unwrap_or(u64::MAX);
+        self.soonest_reset = self.soonest_reset.min(reset);
+        let rank = (view.remaining(), std::cmp::Reverse(view.reset_after()));
+        if self.victim.as_ref().map_or(true, |(_, best)| rank > *best) {
+            self.victim = Some((slot, rank));
+        }
+    }
+
+    /// Two choices: the free slot in the window with fewer live entries.
+    pub(crate) fn target(&self) -> Option<S> {
+        match self.free {
+            [Some(a), Some(b)] => Some(if self.live[1] < self.live[0] { b } else { a }),
+            [a, b] => a.or(b),
+        }
+    }
+
+    /// The ranked live entry that knows the least.
+    pub(crate) fn victim(&self) -> Option<S> {
+        self.victim.map(|(slot, _)| slot)
+    }
+
+    /// The denial of a refused new key: retry when the soonest ranked entry resets.
+    pub(crate) fn refusal(&self, capacity: u32) -> Decision {
+        let wait = self.soonest_reset.max(1);
+        Decision::deny(capacity, 0, wait, wait)
     }
 }
 

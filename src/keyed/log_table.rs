@@ -11,8 +11,9 @@
 //! rescans under it, so a key is never present twice. Lock order: claim lock, then a
 //! slot lock; lookups take a slot lock only.
 
-use super::layout::{fingerprint, new_shards, totals, Geometry, Location, Shard, Stripes, Totals};
-use super::table::information;
+use super::layout::{
+    fingerprint, new_shards, totals, ClaimScan, Geometry, Location, Shard, Stripes, Totals,
+};
 use super::OnFull;
 use crate::algorithm::sliding_log::{Ring, SlidingLog};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
@@ -41,15 +42,7 @@ pub(crate) struct LogTable {
     counts: Stripes,
     geo: Geometry,
     params: SlidingLog,
-    /// The quota's period, ns.
-    period: u64,
     on_full: OnFull,
-}
-
-/// How a claim classifies a slot it does not hold the key in.
-enum Kind {
-    Free,
-    Live(Decision),
 }
 
 impl LogTable {
@@ -57,7 +50,6 @@ impl LogTable {
     pub(crate) fn new(
         geo: Geometry,
         params: SlidingLog,
-        period: u64,
         on_full: OnFull,
     ) -> Result<Self, crate::ConfigError> {
         let n = geo.slots();
@@ -81,7 +73,6 @@ impl LogTable {
             counts: Stripes::new(),
             geo,
             params,
-            period,
             on_full,
         })
     }
@@ -89,7 +80,7 @@ impl LogTable {
     /// Bytes of the slots, their rings and the shard metadata.
     pub(crate) fn memory_bytes(&self) -> usize {
         // Every ring is allocated at build with the same size.
-        let rings = self.slots.len() * lock(&self.slots[0].entry).ring.heap_bytes();
+        let rings = self.slots.len() * self.params.ring_bytes();
         std::mem::size_of_val(&*self.slots)
             + rings
             + std::mem::size_of_val(&*self.shards)
@@ -121,17 +112,10 @@ impl LogTable {
         (occupied, active)
     }
 
-    /// The decision of a fresh (empty) log, without allocating one.
-    fn fresh_peek(&self) -> Decision {
-        let limit = self.params.limit();
-        Decision::allow(limit, limit, 0, 0)
-    }
-
     /// One decision for the key hashed to `h` at `now`, for `cost <= capacity`.
     pub(crate) fn decide(&self, h: u64, now: u64, cost: u32) -> Decision {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
-        let shard = &self.shards[loc.shard];
         for (_, i) in loc.probe(self.geo.window()) {
             let slot = &self.slots[i];
             if slot.hint.load(Ordering::Acquire) != fp {
@@ -146,56 +130,33 @@ impl LogTable {
             }
         }
         if cost == 0 {
-            return self.fresh_peek();
+            // A peek at an absent key: it decides as fresh.
+            return self.params.fresh(0);
         }
-        let d = self.claim(fp, &loc, shard, now, cost);
+        let d = self.claim(fp, &loc, now, cost);
         self.counts.count(cost, &d);
         d
     }
 
     /// Finds or installs the key under the shard's claim lock.
-    fn claim(&self, fp: u64, loc: &Location, shard: &Shard, now: u64, cost: u32) -> Decision {
+    fn claim(&self, fp: u64, loc: &Location, now: u64, cost: u32) -> Decision {
+        let shard = &self.shards[loc.shard];
         let _guard = lock(&shard.claim);
-        let window = self.geo.window();
         loop {
-            let mut live = [0usize; 2];
-            let mut free: [Option<usize>; 2] = [None, None];
-            let mut victim: Option<(usize, (u32, std::cmp::Reverse<std::time::Duration>))> = None;
-            let mut soonest_reset = u64::MAX;
-            for (wi, i) in loc.probe(window) {
+            let mut scan = ClaimScan::new();
+            for (wi, i) in loc.probe(self.geo.window()) {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == fp {
                     return self.params.step(&mut e.ring, now, cost);
                 }
-                let kind = if e.fp == 0 || self.params.is_idle(&e.ring, now) {
-                    Kind::Free
+                if e.fp == 0 || self.params.is_idle(&e.ring, now) {
+                    scan.free(wi, i);
                 } else {
-                    Kind::Live(self.params.step(&mut e.ring, now, 0))
-                };
-                drop(e);
-                match kind {
-                    Kind::Free => {
-                        if free[wi].is_none() {
-                            free[wi] = Some(i);
-                        }
-                    }
-                    Kind::Live(view) => {
-                        live[wi] += 1;
-                        let reset =
-                            u64::try_from(view.reset_after().as_nanos()).unwrap_or(u64::MAX);
-                        soonest_reset = soonest_reset.min(reset);
-                        let info = information(&view);
-                        if victim.as_ref().map_or(true, |(_, best)| info > *best) {
-                            victim = Some((i, info));
-                        }
-                    }
+                    scan.live(wi);
+                    scan.rank(i, &self.params.step(&mut e.ring, now, 0));
                 }
             }
-            let target = match free {
-                [Some(a), Some(b)] => Some(if live[1] < live[0] { b } else { a }),
-                [a, b] => a.or(b),
-            };
-            if let Some(i) = target {
+            if let Some(i) = scan.target() {
                 let mut e = lock(&self.slots[i].entry);
                 // Only this shard's claims change a slot's key, and we hold its lock;
                 // but the owner may have logged a request since we looked: then look
@@ -208,22 +169,19 @@ impl LogTable {
                 }
                 continue;
             }
-            return match (self.on_full, victim) {
-                (OnFull::Evict, Some((i, _))) => {
+            return match (self.on_full, scan.victim()) {
+                (OnFull::Evict, Some(i)) => {
                     let mut e = lock(&self.slots[i].entry);
                     Shard::bump(&shard.evictions);
                     self.install(i, &mut e, fp, now, cost)
                 }
                 (OnFull::Allow, _) => {
                     Shard::bump(&shard.untracked);
-                    // What a fresh log decides: `cost` logged at `now`.
-                    let limit = self.params.limit();
-                    Decision::allow(limit, limit - cost, self.period, 0)
+                    self.params.fresh(cost)
                 }
                 _ => {
                     Shard::bump(&shard.refused);
-                    let wait = soonest_reset.max(1);
-                    Decision::deny(self.params.limit(), 0, wait, wait)
+                    scan.refusal(self.params.limit())
                 }
             };
         }

@@ -7,8 +7,7 @@ mod layout;
 mod log_table;
 mod table;
 
-use crate::algorithm::{Params, HORIZON_NS};
-use crate::clock::duration_to_nanos;
+use crate::algorithm::Params;
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use layout::Geometry;
 use log_table::LogTable;
@@ -364,12 +363,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
         let capacity_per_key = params.capacity();
         let table = match params {
             Params::Packed(p) => Table::Packed(PackedTable::new(geo, p, self.on_full)?),
-            Params::Log(l) => Table::Log(LogTable::new(
-                geo,
-                l,
-                duration_to_nanos(self.quota.period()),
-                self.on_full,
-            )?),
+            Params::Log(l) => Table::Log(LogTable::new(geo, l, self.on_full)?),
         };
         let hasher = match self.seed {
             Some(s) => ahash::RandomState::with_seeds(
@@ -446,7 +440,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
 
     #[inline]
     fn now(&self) -> u64 {
-        self.clock.now().min(HORIZON_NS)
+        crate::algorithm::now(&self.clock)
     }
 
     #[inline]

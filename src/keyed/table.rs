@@ -28,7 +28,7 @@
 //! lock for one scan of two windows and one CAS.
 
 use super::layout::{
-    fingerprint, new_shards, totals, Geometry, Location, Shard, Stripes, Totals, WINDOW,
+    fingerprint, new_shards, totals, ClaimScan, Geometry, Location, Shard, Stripes, Totals, WINDOW,
 };
 use super::OnFull;
 use crate::algorithm::PackedParams;
@@ -52,13 +52,6 @@ fn state_of(word: u128) -> u64 {
 #[inline]
 fn pack(fp: u64, state: u64) -> u128 {
     (u128::from(fp) << 64) | u128::from(state)
-}
-
-/// Which of a packed entry's states to give up first: the one that still knows the
-/// least, i.e. whose cost-0 view has the most remaining, then the soonest reset.
-#[inline]
-pub(crate) fn information(d: &Decision) -> (u32, std::cmp::Reverse<std::time::Duration>) {
-    (d.remaining(), std::cmp::Reverse(d.reset_after()))
 }
 
 /// The outcome of a scan of a key's candidate windows.
@@ -213,7 +206,6 @@ impl PackedTable {
     pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32) -> Decision {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
-        let shard = &self.shards[loc.shard];
         let mut t = now();
         loop {
             match self.scan(fp, &loc) {
@@ -243,7 +235,7 @@ impl PackedTable {
                             self.counts.count(cost, &d);
                             return d;
                         }
-                    } else if let Some(d) = self.claim_locked(fp, &loc, shard, t, cost) {
+                    } else if let Some(d) = self.claim_locked(fp, &loc, t, cost) {
                         self.counts.count(cost, &d);
                         return d;
                     }
@@ -258,23 +250,14 @@ impl PackedTable {
     /// The claim of a full pair of windows, under the shard's claim lock: rescan, then
     /// reclaim an idle entry, or apply the `OnFull` policy. `None` when a CAS lost a
     /// race and the whole request should start over.
-    fn claim_locked(
-        &self,
-        fp: u64,
-        loc: &Location,
-        shard: &Shard,
-        now: u64,
-        cost: u32,
-    ) -> Option<Decision> {
+    fn claim_locked(&self, fp: u64, loc: &Location, now: u64, cost: u32) -> Option<Decision> {
+        let shard = &self.shards[loc.shard];
         let _guard = lock(&shard.claim);
-        let window = self.geo.window();
-        // Per candidate window: live entries, and its first idle or empty slot; and
-        // every live entry seen, in case the policy must apply.
-        let mut live = [0usize; 2];
-        let mut free: [Option<(usize, u128)>; 2] = [None, None];
+        let mut scan = ClaimScan::new();
+        // Every live entry seen, ranked only if the policy must apply.
         let mut seen = [(0usize, 0u128); 2 * WINDOW];
         let mut n_seen = 0;
-        for (wi, i) in loc.probe(window) {
+        for (wi, i) in loc.probe(self.geo.window()) {
             let w = self.slot(i).load(Ordering::Acquire);
             let f = fp_of(w);
             if f == fp {
@@ -283,11 +266,9 @@ impl PackedTable {
                 return self.update(i, fp, w, now, cost);
             }
             if f == 0 || self.params.is_idle(state_of(w), now) {
-                if free[wi].is_none() {
-                    free[wi] = Some((i, w));
-                }
+                scan.free(wi, (i, w));
             } else {
-                live[wi] += 1;
+                scan.live(wi);
                 seen[n_seen] = (i, w);
                 n_seen += 1;
             }
@@ -297,45 +278,30 @@ impl PackedTable {
             // Unreachable: `decide` answers peeks (cost 0) before claiming.
             return Some(fresh);
         };
-        // Two choices: the free slot in the window with fewer live keys.
-        let target = match free {
-            [Some(a), Some(b)] => Some(if live[1] < live[0] { b } else { a }),
-            [a, b] => a.or(b),
-        };
-        if let Some((i, old)) = target {
+        let install = |(i, old): (usize, u128)| {
             self.slot(i)
                 .compare_exchange(old, pack(fp, next), Ordering::AcqRel, Ordering::Acquire)
-                .ok()?;
-            if fp_of(old) != 0 {
+                .ok()
+        };
+        if let Some(target) = scan.target() {
+            install(target)?;
+            if fp_of(target.1) != 0 {
                 Shard::bump(&shard.idle_reclaims);
             }
             return Some(fresh);
         }
-        // No idle slot: rank the live entries by what they still know.
-        let mut victim: Option<(usize, u128, (u32, std::cmp::Reverse<std::time::Duration>))> = None;
-        let mut soonest_reset = u64::MAX;
         for &(i, w) in &seen[..n_seen] {
-            let view = self.params.step(state_of(w), now, 0).1;
-            let reset = u64::try_from(view.reset_after().as_nanos()).unwrap_or(u64::MAX);
-            soonest_reset = soonest_reset.min(reset);
-            let info = information(&view);
-            if victim.as_ref().map_or(true, |(_, _, best)| info > *best) {
-                victim = Some((i, w, info));
-            }
+            scan.rank((i, w), &self.params.step(state_of(w), now, 0).1);
         }
         match self.on_full {
             OnFull::Evict => {
-                let (i, old, _) = victim?;
-                self.slot(i)
-                    .compare_exchange(old, pack(fp, next), Ordering::AcqRel, Ordering::Acquire)
-                    .ok()?;
+                install(scan.victim()?)?;
                 Shard::bump(&shard.evictions);
                 Some(fresh)
             }
             OnFull::Deny => {
                 Shard::bump(&shard.refused);
-                let wait = soonest_reset.max(1);
-                Some(Decision::deny(self.params.capacity(), 0, wait, wait))
+                Some(scan.refusal(self.params.capacity()))
             }
             OnFull::Allow => {
                 Shard::bump(&shard.untracked);
