@@ -194,31 +194,66 @@ impl Limiter for MutexHashMap {
     }
 }
 
-/// GCRA step shared by the hand-written peers: `tat` in ns, returns the new TAT.
-#[inline]
-fn gcra(tat: u64, now: u64, t: u64, tau: u64) -> Option<u64> {
-    let new_tat = tat.max(now) + t;
-    (new_tat <= now + tau).then_some(new_tat)
-}
-
-/// `dashmap` of atomic GCRA words: shard read lock, then a CAS.
-pub(crate) struct DashMapGcra {
+/// The GCRA the hand-written peers share: one token per `t` ns, capacity `tau` ns, on
+/// a quanta clock (as tollgate's default).
+struct PeerGcra {
     t: u64,
     tau: u64,
     clock: quanta::Clock,
     start: u64,
+}
+
+impl PeerGcra {
+    fn new(rate: Rate) -> Self {
+        let clock = quanta::Clock::new();
+        let start = clock.raw();
+        PeerGcra {
+            t: rate.interval_ns,
+            tau: rate.tau(),
+            clock,
+            start,
+        }
+    }
+
+    /// Nanoseconds since construction.
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock.delta_as_nanos(self.start, self.clock.raw())
+    }
+
+    /// The new TAT for one request at `now`, or `None` when denied.
+    #[inline]
+    fn step(&self, tat: u64, now: u64) -> Option<u64> {
+        let new_tat = tat.max(now) + self.t;
+        (new_tat <= now + self.tau).then_some(new_tat)
+    }
+
+    /// One decision on an 8-byte TAT word: load, step, compare-and-swap.
+    #[inline]
+    fn decide(&self, cell: &AtomicU64, now: u64) -> bool {
+        let mut cur = cell.load(Ordering::Acquire);
+        loop {
+            let Some(next) = self.step(cur, now) else {
+                return false;
+            };
+            match cell.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(a) => cur = a,
+            }
+        }
+    }
+}
+
+/// `dashmap` of atomic GCRA words: shard read lock, then a CAS.
+pub(crate) struct DashMapGcra {
+    gcra: PeerGcra,
     map: dashmap::DashMap<u64, AtomicU64, ahash::RandomState>,
 }
 
 impl DashMapGcra {
     pub(crate) fn new(rate: Rate) -> Self {
-        let clock = quanta::Clock::new();
-        let start = clock.raw();
         DashMapGcra {
-            t: rate.interval_ns,
-            tau: rate.tau(),
-            clock,
-            start,
+            gcra: PeerGcra::new(rate),
             map: dashmap::DashMap::with_hasher(ahash::RandomState::new()),
         }
     }
@@ -230,24 +265,44 @@ impl Limiter for DashMapGcra {
     }
     #[inline]
     fn check(&self, key: u64) -> bool {
-        let now = self.clock.delta_as_nanos(self.start, self.clock.raw());
-        let cas = |cell: &AtomicU64| {
-            let mut cur = cell.load(Ordering::Acquire);
-            loop {
-                let Some(next) = gcra(cur, now, self.t, self.tau) else {
-                    return false;
-                };
-                match cell.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return true,
-                    Err(a) => cur = a,
-                }
-            }
-        };
+        let now = self.gcra.now();
         if let Some(cell) = self.map.get(&key) {
-            return cas(&cell);
+            return self.gcra.decide(&cell, now);
         }
         let cell = self.map.entry(key).or_insert_with(|| AtomicU64::new(0));
-        cas(&cell)
+        self.gcra.decide(&cell, now)
+    }
+}
+
+/// A floor table: a power-of-two array of slots indexed by one ahash.
+struct FloorTable<S> {
+    gcra: PeerGcra,
+    hasher: ahash::RandomState,
+    mask: usize,
+    slots: Box<[S]>,
+}
+
+impl<S> FloorTable<S> {
+    /// Room for `keys` at half load.
+    fn new(rate: Rate, keys: usize, slot: impl Fn() -> S) -> Self {
+        let n = (keys * 2).next_power_of_two().max(64);
+        FloorTable {
+            gcra: PeerGcra::new(rate),
+            hasher: ahash::RandomState::new(),
+            mask: n - 1,
+            slots: (0..n).map(|_| slot()).collect(),
+        }
+    }
+
+    /// The key's fingerprint (never 0) and its one slot.
+    #[inline]
+    fn probe(&self, key: u64) -> (u64, &S) {
+        let h = self.hasher.hash_one(key) | 1;
+        (h, &self.slots[h as usize & self.mask])
+    }
+
+    fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.slots)
     }
 }
 
@@ -255,32 +310,13 @@ impl Limiter for DashMapGcra {
 /// ahash, one probe, one 8-byte CAS of the state per decision, no eviction, no stats,
 /// no collision handling beyond claiming an empty slot. Nothing real can be cheaper,
 /// so the distance to it is the price of tollgate's guarantees.
-pub(crate) struct Floor {
-    t: u64,
-    tau: u64,
-    clock: quanta::Clock,
-    start: u64,
-    hasher: ahash::RandomState,
-    mask: usize,
-    slots: Box<[(AtomicU64, AtomicU64)]>,
-}
+pub(crate) struct Floor(FloorTable<(AtomicU64, AtomicU64)>);
 
 impl Floor {
     pub(crate) fn new(rate: Rate, keys: usize) -> Self {
-        let n = (keys * 2).next_power_of_two().max(64);
-        let clock = quanta::Clock::new();
-        let start = clock.raw();
-        Floor {
-            t: rate.interval_ns,
-            tau: rate.tau(),
-            clock,
-            start,
-            hasher: ahash::RandomState::new(),
-            mask: n - 1,
-            slots: (0..n)
-                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
-                .collect(),
-        }
+        Floor(FloorTable::new(rate, keys, || {
+            (AtomicU64::new(0), AtomicU64::new(0))
+        }))
     }
 }
 
@@ -290,57 +326,27 @@ impl Limiter for Floor {
     }
     #[inline]
     fn check(&self, key: u64) -> bool {
-        let h = self.hasher.hash_one(key) | 1;
-        let (fp, state) = &self.slots[h as usize & self.mask];
+        let (h, (fp, state)) = self.0.probe(key);
         if fp.load(Ordering::Relaxed) != h {
             fp.store(h, Ordering::Relaxed);
         }
-        let now = self.clock.delta_as_nanos(self.start, self.clock.raw());
-        let mut cur = state.load(Ordering::Acquire);
-        loop {
-            let Some(next) = gcra(cur, now, self.t, self.tau) else {
-                return false;
-            };
-            match state.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return true,
-                Err(a) => cur = a,
-            }
-        }
+        self.0.gcra.decide(state, self.0.gcra.now())
     }
     fn memory_bytes(&self) -> Option<usize> {
-        Some(std::mem::size_of_val(&*self.slots))
+        Some(self.0.memory_bytes())
     }
 }
 
 /// The floor with the slot as one 16-byte word (fingerprint and state compared and
 /// swapped together, as tollgate's slot is, which is what makes slot reuse ABA-free):
 /// one ahash, one probe, one 16-byte load and one 16-byte CAS.
-pub(crate) struct Floor128 {
-    t: u64,
-    tau: u64,
-    clock: quanta::Clock,
-    start: u64,
-    hasher: ahash::RandomState,
-    mask: usize,
-    slots: Box<[portable_atomic::AtomicU128]>,
-}
+pub(crate) struct Floor128(FloorTable<portable_atomic::AtomicU128>);
 
 impl Floor128 {
     pub(crate) fn new(rate: Rate, keys: usize) -> Self {
-        let n = (keys * 2).next_power_of_two().max(64);
-        let clock = quanta::Clock::new();
-        let start = clock.raw();
-        Floor128 {
-            t: rate.interval_ns,
-            tau: rate.tau(),
-            clock,
-            start,
-            hasher: ahash::RandomState::new(),
-            mask: n - 1,
-            slots: (0..n)
-                .map(|_| portable_atomic::AtomicU128::new(0))
-                .collect(),
-        }
+        Floor128(FloorTable::new(rate, keys, || {
+            portable_atomic::AtomicU128::new(0)
+        }))
     }
 }
 
@@ -350,9 +356,8 @@ impl Limiter for Floor128 {
     }
     #[inline]
     fn check(&self, key: u64) -> bool {
-        let h = self.hasher.hash_one(key) | 1;
-        let slot = &self.slots[h as usize & self.mask];
-        let now = self.clock.delta_as_nanos(self.start, self.clock.raw());
+        let (h, slot) = self.0.probe(key);
+        let now = self.0.gcra.now();
         let mut cur = slot.load(Ordering::Acquire);
         loop {
             let tat = if (cur >> 64) as u64 == h {
@@ -360,7 +365,7 @@ impl Limiter for Floor128 {
             } else {
                 0
             };
-            let Some(next) = gcra(tat, now, self.t, self.tau) else {
+            let Some(next) = self.0.gcra.step(tat, now) else {
                 return false;
             };
             let word = (u128::from(h) << 64) | u128::from(next);
@@ -371,7 +376,7 @@ impl Limiter for Floor128 {
         }
     }
     fn memory_bytes(&self) -> Option<usize> {
-        Some(std::mem::size_of_val(&*self.slots))
+        Some(self.0.memory_bytes())
     }
 }
 
@@ -380,11 +385,4 @@ pub(crate) fn resident_bytes() -> Option<usize> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4096)
-}
-
-/// How long `f` takes, for progress messages.
-pub(crate) fn timed<R>(f: impl FnOnce() -> R) -> (R, Duration) {
-    let t0 = Instant::now();
-    let r = f();
-    (r, t0.elapsed())
 }

@@ -1,6 +1,8 @@
 //! The exact mode: one atomic Lua script, one `EVALSHA` round trip per decision.
 
-use super::{bounded, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
+use super::{
+    bounded, lock, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT,
+};
 use crate::algorithm::{Params, SLIDING_LOG_MAX_LIMIT};
 use crate::{Algorithm, Clock, Decision, InsufficientCapacity, Quota, RateLimiter};
 use redis::aio::ConnectionLike;
@@ -525,7 +527,7 @@ impl Inner {
                 overflow,
             } => {
                 let local = {
-                    let mut map = keys.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut map = lock(keys);
                     match map.get(key) {
                         Some(l) => Some(Arc::clone(l)),
                         None if map.len() < FALLBACK_MAX_KEYS => {

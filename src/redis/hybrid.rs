@@ -1,6 +1,8 @@
 //! The hybrid mode: local decisions, counts shared through Redis in the background.
 
-use super::{bounded, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
+use super::{
+    bounded, lock, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT,
+};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::{PackedParams, Params};
@@ -11,7 +13,7 @@ use redis::Script;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinHandle;
 
@@ -184,10 +186,6 @@ impl Drop for Inner {
             task.abort();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The window algorithm a hybrid limiter runs.

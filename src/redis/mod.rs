@@ -159,6 +159,13 @@ impl TimeSource {
     }
 }
 
+/// Locks `m`, recovering the guard if a previous holder panicked (the redis mode's
+/// maps stay valid after any partial update). The redis mode is outside the loom
+/// models, so it locks std's mutexes, not `crate::sync`'s.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Runs `fut` within `timeout`.
 pub(crate) async fn bounded<T>(
     timeout: Duration,
