@@ -59,7 +59,7 @@ impl FixedWindow {
     }
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let (stored, stored_count) = self.unpack(state);
         // A reading older than the state's window is decided in that window (time never
@@ -78,7 +78,7 @@ impl FixedWindow {
     ///
     /// `count` may exceed the limit (the hybrid Redis mode's global counts can); a
     /// zero-cost peek asks for nothing and is always allowed.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decide(&self, k: u64, count: u64, now: u64, cost: u32) -> Decision {
         let end = (k + 1) * self.period;
         let limit = u64::from(self.limit);

@@ -65,7 +65,7 @@ impl Gcra {
     /// `now <= HORIZON_NS`, `tat <= HORIZON_NS + tau` (an invariant of the states this
     /// function produces) and `cost <= burst` (checked by the caller): every sum below
     /// stays under `2^64`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn step(&self, tat: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let base = tat.max(now);
         let weight = u64::from(cost) * self.t;

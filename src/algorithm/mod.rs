@@ -111,7 +111,12 @@ pub(crate) enum PackedParams {
 
 impl PackedParams {
     /// One decision: the new state (`None` to leave it) and the decision.
-    #[inline]
+    ///
+    /// `inline(always)` here and on each algorithm's `step`/`decide`: inside the keyed
+    /// table's large `decide` a plain `#[inline]` is not taken, the `Decision` then
+    /// travels through memory, and a keyed decision on 1,000 keys measured 48 ns
+    /// instead of 37 ns (`examples`-style loop, same run).
+    #[inline(always)]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         match self {
             PackedParams::Gcra(p) => p.step(state, now, cost),

@@ -151,7 +151,7 @@ impl SlidingWindow {
     }
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let v = self.view(state, now);
         let d = self.decide(&v, now, cost);
@@ -166,7 +166,7 @@ impl SlidingWindow {
     /// never too early for its caller. A zero-cost peek asks for nothing and is always
     /// allowed (only a stale reading, or counts past the limit, can weigh more than the
     /// budget).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decide(&self, v: &View, now: u64, cost: u32) -> Decision {
         let lag = (v.k * self.period + v.e) - now;
         let from_now = |wait: u64| if wait == 0 { 0 } else { wait + lag };
