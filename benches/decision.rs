@@ -97,7 +97,7 @@ fn keyed(c: &mut Criterion) {
     for (w, rate, group) in &workloads {
         for algorithm in Algorithm::ALL {
             let l = KeyedRateLimiter::<u64>::builder(algorithm, tollgate_quota(algorithm, *rate))
-                .capacity(w.distinct)
+                .max_keys(w.distinct)
                 .build()
                 .expect("quota");
             bench_one(c, group, w, &TollgateKeyed(l, algorithm_name(algorithm)));

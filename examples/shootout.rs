@@ -151,7 +151,7 @@ fn main() {
         for algorithm in Algorithm::ALL {
             let limiter =
                 KeyedRateLimiter::<u64>::builder(algorithm, tollgate_quota(algorithm, rate))
-                    .capacity(w.distinct)
+                    .max_keys(w.distinct)
                     .build()
                     .expect("benchmark quota is valid");
             bench.measure(TollgateKeyed(limiter, algorithm_name(algorithm)));

@@ -17,6 +17,11 @@ pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(tollgate_loom)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
+/// Always the standard library's atomic, even in loom models: the sliding log's
+/// timestamp block, whose cells are only touched under a (modelled) slot lock, so
+/// they need no model of their own (see `algorithm::sliding_log::Stamps`).
+pub(crate) use std::sync::atomic::AtomicU64 as PlainAtomicU64;
+
 /// A 128-bit atomic word: the keyed table's slot (fingerprint and state together).
 ///
 /// portable-atomic's `AtomicU128` is lock-free on x86_64 (`cmpxchg16b`, detected at
@@ -60,6 +65,18 @@ impl AtomicU128 {
             Err(*w)
         }
     }
+}
+
+/// Whether the slot word's 16-byte atomic operations are lock-free here.
+#[cfg(not(tollgate_loom))]
+pub(crate) fn slot_word_is_lock_free() -> bool {
+    AtomicU128::is_lock_free()
+}
+
+/// Loom models a linearizable word, whatever the hardware.
+#[cfg(tollgate_loom)]
+pub(crate) fn slot_word_is_lock_free() -> bool {
+    true
 }
 
 /// Locks `m`, recovering the guard if a previous holder panicked.

@@ -18,7 +18,7 @@ fn a_million_new_keys_change_memory_by_zero() {
     for algorithm in Algorithm::ALL {
         let clock = ManualClock::new();
         let limiter = KeyedRateLimiter::<u64, _>::builder(algorithm, quota(algorithm))
-            .capacity(16_384)
+            .max_keys(16_384)
             .clock(clock.clone())
             .build()
             .unwrap();
@@ -51,7 +51,7 @@ fn memory_per_key_of_capacity() {
     const CAP: usize = 16_384;
     for algorithm in Algorithm::ALL {
         let limiter = KeyedRateLimiter::<u64>::builder(algorithm, quota(algorithm))
-            .capacity(CAP)
+            .max_keys(CAP)
             .build()
             .unwrap();
         let per_key = limiter.memory_bytes() as f64 / CAP as f64;
@@ -74,13 +74,13 @@ fn deny_keeps_a_throttled_key_throttled_through_the_flood() {
     for algorithm in Algorithm::ALL {
         let clock = ManualClock::new();
         let limiter = KeyedRateLimiter::<u64, _>::builder(algorithm, quota(algorithm))
-            .capacity(1_024)
+            .max_keys(1_024)
             .on_full(OnFull::Deny)
             .clock(clock.clone())
             .build()
             .unwrap();
         let victim = u64::MAX;
-        let cap = limiter.capacity_per_key();
+        let cap = limiter.burst();
         assert!(limiter.check_n(&victim, cap).unwrap().is_allowed());
         assert!(!limiter.check(&victim).is_allowed());
         let before = limiter.memory_bytes();
@@ -123,13 +123,13 @@ impl UnwrapOrDeny for tollgate::Decision {
 fn allow_admits_untracked_and_keeps_throttled_keys() {
     for algorithm in Algorithm::ALL {
         let limiter = KeyedRateLimiter::<u64, _>::builder(algorithm, quota(algorithm))
-            .capacity(1_024)
+            .max_keys(1_024)
             .on_full(OnFull::Allow)
             .clock(ManualClock::new())
             .build()
             .unwrap();
         let victim = u64::MAX;
-        let cap = limiter.capacity_per_key();
+        let cap = limiter.burst();
         assert!(limiter.check_n(&victim, cap).unwrap().is_allowed());
         for key in 0..100_000u64 {
             assert!(
@@ -151,7 +151,7 @@ fn allow_admits_untracked_and_keeps_throttled_keys() {
 fn evict_tracks_the_flood_and_counts_evictions() {
     for algorithm in Algorithm::ALL {
         let limiter = KeyedRateLimiter::<u64, _>::builder(algorithm, quota(algorithm))
-            .capacity(1_024)
+            .max_keys(1_024)
             .clock(ManualClock::new())
             .build()
             .unwrap();
@@ -167,11 +167,7 @@ fn evict_tracks_the_flood_and_counts_evictions() {
         // The newest key was just tracked: its second request sees its first.
         let last = 99_999;
         let d = limiter.check_n(&last, 0).unwrap();
-        assert_eq!(
-            d.remaining(),
-            limiter.capacity_per_key() - 1,
-            "{algorithm:?}"
-        );
+        assert_eq!(d.remaining(), limiter.burst() - 1, "{algorithm:?}");
     }
 }
 
@@ -185,7 +181,7 @@ fn capacity_holds_n_live_keys() {
         let clock = ManualClock::new();
         // One request per key makes it live for exactly one second.
         let limiter = KeyedRateLimiter::<u64, _>::builder(algorithm, Quota::per_second(1))
-            .capacity(N as usize)
+            .max_keys(N as usize)
             .clock(clock.clone())
             .build()
             .unwrap();
@@ -223,7 +219,7 @@ fn capacity_holds_n_live_keys_under_continuous_churn() {
     ] {
         let clock = ManualClock::new();
         let limiter = KeyedRateLimiter::<u64, _>::builder(algorithm, Quota::per_second(1))
-            .capacity(N as usize)
+            .max_keys(N as usize)
             .clock(clock.clone())
             .build()
             .unwrap();

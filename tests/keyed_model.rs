@@ -28,12 +28,12 @@ fn run(algorithm: Algorithm, seed: u64, keys: u64, capacity: usize, ops: usize) 
     let mut rng = fastrand::Rng::with_seed(seed);
     let clock = ManualClock::new();
     let keyed = KeyedRateLimiter::<u64, _>::builder(algorithm, quota(algorithm))
-        .capacity(capacity)
+        .max_keys(capacity)
         .clock(clock.clone())
         .build()
         .unwrap();
     let mut reference: HashMap<u64, RateLimiter<ManualClock>> = HashMap::new();
-    let cap = keyed.capacity_per_key();
+    let cap = keyed.burst();
     let mut disagreements = 0;
     for op in 0..ops {
         match rng.u8(0..10) {
@@ -119,17 +119,17 @@ fn unsized_and_address_keys_agree() {
     for algorithm in Algorithm::ALL {
         let clock = ManualClock::new();
         let by_str = KeyedRateLimiter::<str, _>::builder(algorithm, quota(algorithm))
-            .capacity(64)
+            .max_keys(64)
             .clock(clock.clone())
             .build()
             .unwrap();
         let by_bytes = KeyedRateLimiter::<[u8], _>::builder(algorithm, quota(algorithm))
-            .capacity(64)
+            .max_keys(64)
             .clock(clock.clone())
             .build()
             .unwrap();
         let by_ip = KeyedRateLimiter::<IpAddr, _>::builder(algorithm, quota(algorithm))
-            .capacity(64)
+            .max_keys(64)
             .clock(clock.clone())
             .build()
             .unwrap();

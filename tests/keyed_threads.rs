@@ -27,7 +27,7 @@ fn frozen_clock_phases_admit_exactly_capacity_per_key() {
             let clock = ManualClock::new();
             let limiter = Arc::new(
                 KeyedRateLimiter::<u64, _>::builder(algorithm, quota())
-                    .capacity(2_048)
+                    .max_keys(2_048)
                     .on_full(policy)
                     .clock(clock.clone())
                     .build()
@@ -96,7 +96,7 @@ fn running_clock_never_over_admits() {
         let clock = ManualClock::new();
         let limiter = Arc::new(
             KeyedRateLimiter::<u64, _>::builder(algorithm, quota())
-                .capacity(1_024)
+                .max_keys(1_024)
                 .on_full(OnFull::Deny)
                 .clock(clock.clone())
                 .build()

@@ -1,7 +1,7 @@
 //! Loom models of the keyed table: concurrent claims of one empty slot (same key and
 //! different keys), two reclaims for one new key, an idle reclaim racing an update, an
 //! eviction racing an update, and exact admission per key under a frozen clock for
-//! every algorithm.
+//! every algorithm, and a request in flight across a reclaim of its own key.
 //!
 //! The tables are built tiny (`capacity(1)`: one window of two slots) so that every key
 //! competes for the same slots, and with a fixed hash seed so that every execution of
@@ -28,7 +28,7 @@ type Keyed = KeyedRateLimiter<u64, ManualClock>;
 fn tiny(algorithm: Algorithm, limit: u32, policy: OnFull, clock: &ManualClock) -> Arc<Keyed> {
     Arc::new(
         KeyedRateLimiter::builder(algorithm, Quota::per_second(limit))
-            .capacity(1)
+            .max_keys(1)
             .on_full(policy)
             .hash_seed(1)
             .clock(clock.clone())
@@ -146,7 +146,7 @@ fn two_threads_reclaim_for_the_same_new_key() {
                 Algorithm::TokenBucket,
                 Quota::new(4, Duration::from_secs(2)),
             )
-            .capacity(1)
+            .max_keys(1)
             .on_full(OnFull::Deny)
             .hash_seed(1)
             .clock(PerThreadClock)
@@ -222,6 +222,50 @@ fn frozen_clock_admits_exactly_capacity_per_key() {
             }
             assert_eq!(total, 2, "{algorithm:?}");
             assert_eq!(l.stats().occupied, 1, "{algorithm:?}");
+        });
+    }
+}
+
+/// Issue 13.1, model-checked: key A's request reads 10.5 s and races key C's claim at
+/// 11 s, which finds A idle and takes its slot. Whichever comes first, A is never
+/// decided fresh at a reading older than the reclaim, so over [10 s, 11 s] A gets at
+/// most what a single limiter fed the same readings gives: 2 at 10 s, and 2 more by
+/// 11 s (burst or window of 2, 2 per second), for every algorithm.
+#[test]
+fn reclaim_in_flight_never_re_earns_quota() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    const C: u64 = 3;
+    for algorithm in Algorithm::ALL {
+        loom::model(move || {
+            let l = Arc::new(
+                KeyedRateLimiter::<u64, _>::builder(algorithm, Quota::per_second(2))
+                    .max_keys(1)
+                    .on_full(OnFull::Deny)
+                    .hash_seed(1)
+                    .clock(PerThreadClock)
+                    .build()
+                    .unwrap(),
+            );
+            set_reading(0);
+            assert!(l.check(&A).is_allowed());
+            set_reading(5_000);
+            assert!(l.check(&B).is_allowed());
+            set_reading(10_000);
+            assert!(l.check_n(&A, 2).unwrap().is_allowed());
+            let l2 = l.clone();
+            let reclaim = thread::spawn(move || {
+                set_reading(11_000);
+                l2.check(&C).is_allowed()
+            });
+            set_reading(10_500);
+            let mut admitted = 2 * u32::from(l.check_n(&A, 2).unwrap().is_allowed());
+            assert!(reclaim.join().unwrap(), "{algorithm:?}");
+            set_reading(11_000);
+            while admitted < 10 && l.check(&A).is_allowed() {
+                admitted += 1;
+            }
+            assert!(admitted <= 2, "{algorithm:?}: A got {admitted} after 10 s");
         });
     }
 }

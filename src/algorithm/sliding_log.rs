@@ -19,14 +19,77 @@ pub(crate) struct SlidingLog {
     limit: u32,
 }
 
+/// Where a ring's timestamps live: a box of its own (one limiter's log) or a slice of
+/// the keyed table's single block (see `keyed::log_table`).
+pub(crate) trait Stamps {
+    /// The `i`-th stored timestamp (`i < len`).
+    fn get(&self, i: usize) -> u64;
+    /// Stores `v` at `i`.
+    fn set(&mut self, i: usize, v: u64);
+    /// How many timestamps there are (the limit).
+    fn len(&self) -> usize;
+}
+
+impl Stamps for Box<[u64]> {
+    #[inline]
+    fn get(&self, i: usize) -> u64 {
+        self[i]
+    }
+    #[inline]
+    fn set(&mut self, i: usize, v: u64) {
+        self[i] = v;
+    }
+    #[inline]
+    fn len(&self) -> usize {
+        <[u64]>::len(self)
+    }
+}
+
+/// A slice of the keyed table's block. Its cells are atomics only so that one block
+/// can be shared by every slot without `unsafe`: each slice is read and written only
+/// under its slot's lock, so relaxed accesses (plain loads and stores) suffice.
+impl Stamps for &[crate::sync::PlainAtomicU64] {
+    #[inline]
+    fn get(&self, i: usize) -> u64 {
+        self[i].load(std::sync::atomic::Ordering::Relaxed)
+    }
+    #[inline]
+    fn set(&mut self, i: usize, v: u64) {
+        self[i].store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+    #[inline]
+    fn len(&self) -> usize {
+        <[crate::sync::PlainAtomicU64]>::len(self)
+    }
+}
+
 /// The per-key state: `limit` timestamps, oldest at `head`, in admission order.
 #[derive(Debug)]
-pub(crate) struct Ring {
+pub(crate) struct Ring<S: Stamps = Box<[u64]>> {
     head: u32,
     /// The newest timestamp ever logged (EMPTY if none): the state's time.
     newest: u64,
-    ts: Box<[u64]>,
+    ts: S,
 }
+
+/// A ring's position and newest timestamp, kept apart from its timestamps (the keyed
+/// table stores these in the slot and the timestamps in its block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cursor {
+    head: u32,
+    newest: u64,
+}
+
+impl Cursor {
+    /// The cursor of an empty ring.
+    pub(crate) const EMPTY: Cursor = Cursor {
+        head: 0,
+        newest: EMPTY,
+    };
+}
+
+/// The value of a timestamp that has never held an admission.
+pub(crate) const EMPTY_STAMP: u64 = EMPTY;
 
 impl Ring {
     /// An empty ring for `params`, allocated once.
@@ -37,19 +100,41 @@ impl Ring {
             ts: vec![EMPTY; params.limit as usize].into_boxed_slice(),
         }
     }
+}
+
+impl<S: Stamps> Ring<S> {
+    /// A ring over `ts` (which must hold `limit` timestamps) at `cursor`.
+    pub(crate) fn from_parts(cursor: Cursor, ts: S) -> Self {
+        Ring {
+            head: cursor.head,
+            newest: cursor.newest,
+            ts,
+        }
+    }
+
+    /// The ring's cursor, to store back beside its timestamps.
+    pub(crate) fn cursor(&self) -> Cursor {
+        Cursor {
+            head: self.head,
+            newest: self.newest,
+        }
+    }
 
     /// Forgets every admission (the ring becomes fresh), keeping its allocation.
     pub(crate) fn clear(&mut self) {
         self.head = 0;
         self.newest = EMPTY;
-        self.ts.fill(EMPTY);
+        for i in 0..self.ts.len() {
+            self.ts.set(i, EMPTY);
+        }
     }
 
     /// The `i`-th oldest entry.
     #[inline]
     fn entry(&self, i: u32) -> u64 {
         let len = self.ts.len() as u64;
-        self.ts[((u64::from(self.head) + u64::from(i)) % len) as usize]
+        self.ts
+            .get(((u64::from(self.head) + u64::from(i)) % len) as usize)
     }
 }
 
@@ -89,7 +174,7 @@ impl SlidingLog {
     }
 
     /// Entries still in the window at `now`.
-    fn active(&self, ring: &Ring, now: u64) -> u32 {
+    fn active<S: Stamps>(&self, ring: &Ring<S>, now: u64) -> u32 {
         // Entries are in admission order, so the expired ones are a prefix.
         let (mut lo, mut hi) = (0u32, self.limit);
         while lo < hi {
@@ -104,7 +189,7 @@ impl SlidingLog {
     }
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
-    pub(crate) fn step(&self, ring: &mut Ring, now: u64, cost: u32) -> Decision {
+    pub(crate) fn step<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) -> Decision {
         // A reading older than the newest admission is treated as that admission's time;
         // waits are still measured from the reading, so they are never too early for
         // the caller whose clock read it.
@@ -114,7 +199,7 @@ impl SlidingLog {
         } else {
             now.max(ring.newest)
         };
-        let reset = |ring: &Ring| {
+        let reset = |ring: &Ring<S>| {
             if ring.newest == EMPTY || self.expired(ring.newest, now) {
                 0
             } else {
@@ -130,7 +215,7 @@ impl SlidingLog {
             let len = self.limit;
             for i in 0..cost {
                 let idx = ((u64::from(ring.head) + u64::from(i)) % u64::from(len)) as usize;
-                ring.ts[idx] = now;
+                ring.ts.set(idx, now);
             }
             ring.head = ((u64::from(ring.head) + u64::from(cost)) % u64::from(len)) as u32;
             ring.newest = now;
@@ -143,8 +228,8 @@ impl SlidingLog {
         }
     }
 
-    /// Idle when every logged admission has left the window.
-    pub(crate) fn is_idle(&self, ring: &Ring, now: u64) -> bool {
-        self.expired(ring.newest, now)
+    /// Idle when every logged admission has left the window, from the cursor alone.
+    pub(crate) fn cursor_is_idle(&self, cursor: Cursor, now: u64) -> bool {
+        self.expired(cursor.newest, now)
     }
 }

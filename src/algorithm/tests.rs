@@ -80,10 +80,10 @@ fn sliding_log_is_idle_once_the_newest_entry_left_the_window() {
         unreachable!("sliding log")
     };
     let mut ring = sliding_log::Ring::new(&log);
-    assert!(log.is_idle(&ring, 0));
+    assert!(log.cursor_is_idle(ring.cursor(), 0));
     assert!(log.step(&mut ring, 10, 2).is_allowed());
-    assert!(!log.is_idle(&ring, 109));
-    assert!(log.is_idle(&ring, 110));
+    assert!(!log.cursor_is_idle(ring.cursor(), 109));
+    assert!(log.cursor_is_idle(ring.cursor(), 110));
     ring.clear();
-    assert!(log.is_idle(&ring, 0));
+    assert!(log.cursor_is_idle(ring.cursor(), 0));
 }

@@ -34,8 +34,24 @@ pub(crate) const SLOTS_NUM: usize = 37;
 /// See [`SLOTS_NUM`].
 pub(crate) const SLOTS_DEN: usize = 25;
 
-/// The largest capacity a keyed limiter accepts.
-pub(crate) const MAX_CAPACITY: usize = 1 << 32;
+/// The largest capacity a keyed limiter accepts: 2³² keys where the address space
+/// allows it, and on 32-bit targets as many as 16-byte slots fit in half the address
+/// space (`isize::MAX` bytes, the most one allocation may take).
+pub(crate) const MAX_CAPACITY: usize = {
+    let by_design: u64 = 1 << 32;
+    let by_address_space = isize::MAX as usize / 16 / SLOTS_NUM * SLOTS_DEN;
+    if (by_address_space as u64) < by_design {
+        by_address_space
+    } else {
+        // Only reached where usize holds 2^32.
+        by_design as usize
+    }
+};
+
+/// The fewest keys an explicitly chosen shard count may leave each shard: below it,
+/// keys spread over shards too unevenly for the table to hold its capacity (at 4 keys
+/// per shard, 48 of 1,000 live keys found their shard full).
+pub(crate) const MIN_KEYS_PER_SHARD: usize = 256;
 
 /// The largest shard count: the shard takes the top bits of the hash, and the second
 /// window the bits just below them.
@@ -63,6 +79,7 @@ pub(crate) fn check_shards(n: usize) -> Result<(), ConfigError> {
 /// The shape of a table: `shards × windows_per_shard × window` slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Geometry {
+    capacity: usize,
     shard_bits: u32,
     windows_per_shard: usize,
     window: usize,
@@ -94,7 +111,7 @@ impl Geometry {
         let shards = match shards {
             Some(n) => {
                 check_shards(n)?;
-                if n > needed {
+                if n > 1 && capacity / n < MIN_KEYS_PER_SHARD {
                     return Err(ConfigError::InvalidShards { requested: n });
                 }
                 n
@@ -105,13 +122,19 @@ impl Geometry {
         let window = WINDOW.min(per_shard);
         let windows_per_shard = per_shard.div_ceil(window);
         Ok(Geometry {
+            capacity,
             shard_bits: shards.trailing_zeros(),
             windows_per_shard,
             window,
         })
     }
 
-    /// Number of shards.
+    /// The number of keys asked for.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The number of shards.
     pub(crate) fn shards(&self) -> usize {
         1 << self.shard_bits
     }
@@ -222,6 +245,13 @@ pub(crate) struct Shard {
     /// Serializes the claims that replace an entry (idle reclaim, eviction) within
     /// this shard, so that one key can never be installed twice.
     pub(crate) claim: Mutex<()>,
+    /// The newest clock reading at which an entry of this shard was reclaimed or
+    /// evicted (a running maximum). A key found missing is decided no earlier than
+    /// this: its old entry, if it had one here, was idle (or forgotten) at that
+    /// reading, so a request that read the clock before the reclaim, or on a core
+    /// whose clock lags, cannot decide the key fresh while its old state still held
+    /// quota back. Raised before the claim's store, read after a scan.
+    pub(crate) reclaimed_at: AtomicU64,
     pub(crate) evictions: AtomicU64,
     pub(crate) idle_reclaims: AtomicU64,
     pub(crate) untracked: AtomicU64,
@@ -240,6 +270,18 @@ pub(crate) struct Totals {
 }
 
 impl Shard {
+    /// Records a reclaim at `now`, before the slot is handed over.
+    #[inline]
+    pub(crate) fn stamp(&self, now: u64) {
+        self.reclaimed_at.fetch_max(now, Ordering::AcqRel);
+    }
+
+    /// The earliest reading at which a key missing from this shard may be decided.
+    #[inline]
+    pub(crate) fn floor(&self, now: u64) -> u64 {
+        now.max(self.reclaimed_at.load(Ordering::Acquire))
+    }
+
     #[inline]
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
@@ -357,6 +399,9 @@ impl Stripes {
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.stripes)
     }
+
+    /// What [`memory_bytes`](Self::memory_bytes) reports, known before allocating.
+    pub(crate) const BYTES: usize = (STRIPES + 1) * std::mem::size_of::<CachePadded<Stripe>>();
 }
 
 /// Which live entry to give up first: the one that still knows the least, i.e. whose

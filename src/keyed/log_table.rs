@@ -1,22 +1,30 @@
 //! The sliding log's keyed table: one lock per slot, guarding the key's fingerprint and
-//! its ring of timestamps.
+//! its ring's cursor; the rings' timestamps live in one block allocated at build.
 //!
-//! Each slot's ring is allocated at build time, sized from the quota (`8 × limit`
-//! bytes). A key's identity is checked under the slot's lock, so a request can never
-//! be applied to a ring that was handed to another key. An atomic copy of the
-//! fingerprint (the *hint*, written only under the slot's lock) lets lookups skip the
-//! slots of other keys without locking them.
+//! The block holds `limit` timestamps (8 bytes each) per slot, reserved fallibly in one
+//! allocation, so a table too large for the machine is a [`ConfigError::InvalidCapacity`]
+//! at build, never an abort. Slot `i`'s timestamps are the block's `i`-th run of
+//! `limit` cells, touched only under slot `i`'s lock. A key's identity is checked under
+//! the slot's lock, so a request can never be applied to a ring handed to another key.
+//! An atomic copy of the fingerprint (the *hint*, written only under the slot's lock)
+//! lets lookups skip the slots of other keys without locking them.
 //!
 //! Every claim (of an empty, idle or evicted slot) holds the shard's claim lock and
-//! rescans under it, so a key is never present twice. Lock order: claim lock, then a
-//! slot lock; lookups take a slot lock only.
+//! rescans under it, so a key is never present twice. Empty slots are taken before idle
+//! ones. A claim that replaces an entry first raises the shard's `reclaimed_at` stamp,
+//! and every claim decides at no earlier reading than the stamp: a request that read
+//! the clock before its own key's slot was reclaimed (or on a lagging core) cannot
+//! decide the key fresh while its old log still held quota back (see `table` for the
+//! argument). Lock order: claim lock, then a slot lock; lookups take a slot lock only.
+//!
+//! [`ConfigError::InvalidCapacity`]: crate::ConfigError::InvalidCapacity
 
 use super::layout::{
     fingerprint, new_shards, totals, ClaimScan, Geometry, Location, Shard, Stripes, Totals,
 };
 use super::OnFull;
-use crate::algorithm::sliding_log::{Ring, SlidingLog};
-use crate::sync::{lock, AtomicU64, Mutex, Ordering};
+use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
+use crate::sync::{lock, AtomicU64, Mutex, Ordering, PlainAtomicU64};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 
@@ -25,7 +33,8 @@ use crossbeam_utils::CachePadded;
 struct Entry {
     /// The key's fingerprint, `0` when the slot has never held a key.
     fp: u64,
-    ring: Ring,
+    /// The ring's head and newest timestamp (its timestamps are in the block).
+    cursor: Cursor,
 }
 
 #[derive(Debug)]
@@ -38,6 +47,8 @@ struct Slot {
 /// A fixed-capacity table of sliding logs.
 pub(crate) struct LogTable {
     slots: Box<[Slot]>,
+    /// Every slot's timestamps, `limit` per slot.
+    stamps: Box<[PlainAtomicU64]>,
     shards: Box<[CachePadded<Shard>]>,
     counts: Stripes,
     geo: Geometry,
@@ -46,7 +57,17 @@ pub(crate) struct LogTable {
 }
 
 impl LogTable {
-    /// Allocates every slot and ring, once.
+    /// The bytes a table of `geo` and `params` takes, computed before allocating;
+    /// `None` when it exceeds the address space.
+    pub(crate) fn bytes_for(geo: &Geometry, params: &SlidingLog) -> Option<usize> {
+        let n = geo.slots();
+        n.checked_mul(params.ring_bytes())?
+            .checked_add(n.checked_mul(std::mem::size_of::<Slot>())?)?
+            .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
+            .checked_add(Stripes::BYTES)
+    }
+
+    /// Allocates every slot and the timestamp block, once, fallibly.
     pub(crate) fn new(
         geo: Geometry,
         params: SlidingLog,
@@ -54,21 +75,29 @@ impl LogTable {
     ) -> Result<Self, crate::ConfigError> {
         let n = geo.slots();
         let too_big = || crate::ConfigError::InvalidCapacity {
-            requested: n,
+            requested: geo.capacity(),
             max: super::layout::MAX_CAPACITY,
         };
-        n.checked_mul(params.ring_bytes()).ok_or_else(too_big)?;
+        let limit = params.limit() as usize;
+        let cells = n
+            .checked_mul(limit)
+            .filter(|&c| c <= isize::MAX as usize / 8)
+            .ok_or_else(too_big)?;
+        let mut stamps = Vec::new();
+        stamps.try_reserve_exact(cells).map_err(|_| too_big())?;
+        stamps.extend((0..cells).map(|_| PlainAtomicU64::new(EMPTY_STAMP)));
         let mut slots = Vec::new();
         slots.try_reserve_exact(n).map_err(|_| too_big())?;
         slots.extend((0..n).map(|_| Slot {
             hint: AtomicU64::new(0),
             entry: Mutex::new(Entry {
                 fp: 0,
-                ring: Ring::new(&params),
+                cursor: Cursor::EMPTY,
             }),
         }));
         Ok(LogTable {
             slots: slots.into_boxed_slice(),
+            stamps: stamps.into_boxed_slice(),
             shards: new_shards(geo.shards()),
             counts: Stripes::new(),
             geo,
@@ -77,12 +106,10 @@ impl LogTable {
         })
     }
 
-    /// Bytes of the slots, their rings and the shard metadata.
+    /// Bytes of the slots, their timestamps and the shard metadata.
     pub(crate) fn memory_bytes(&self) -> usize {
-        // Every ring is allocated at build with the same size.
-        let rings = self.slots.len() * self.params.ring_bytes();
         std::mem::size_of_val(&*self.slots)
-            + rings
+            + std::mem::size_of_val(&*self.stamps)
             + std::mem::size_of_val(&*self.shards)
             + self.counts.memory_bytes()
     }
@@ -97,6 +124,22 @@ impl LogTable {
         totals(&self.shards, &self.counts)
     }
 
+    /// Slot `i`'s ring at `cursor` (call under slot `i`'s lock).
+    #[inline]
+    fn ring(&self, i: usize, cursor: Cursor) -> Ring<&[PlainAtomicU64]> {
+        let limit = self.params.limit() as usize;
+        Ring::from_parts(cursor, &self.stamps[i * limit..(i + 1) * limit])
+    }
+
+    /// Steps slot `i`'s ring (locked as `e`) and stores the cursor back.
+    #[inline]
+    fn step(&self, i: usize, e: &mut Entry, now: u64, cost: u32) -> Decision {
+        let mut ring = self.ring(i, e.cursor);
+        let d = self.params.step(&mut ring, now, cost);
+        e.cursor = ring.cursor();
+        d
+    }
+
     /// `(occupied, active)`: slots holding a key, and those whose log is not empty.
     pub(crate) fn occupancy(&self, now: u64) -> (u64, u64) {
         let (mut occupied, mut active) = (0, 0);
@@ -104,7 +147,7 @@ impl LogTable {
             let e = lock(&s.entry);
             if e.fp != 0 {
                 occupied += 1;
-                if !self.params.is_idle(&e.ring, now) {
+                if !self.params.cursor_is_idle(e.cursor, now) {
                     active += 1;
                 }
             }
@@ -123,7 +166,7 @@ impl LogTable {
             }
             let mut e = lock(&slot.entry);
             if e.fp == fp {
-                let d = self.params.step(&mut e.ring, now, cost);
+                let d = self.step(i, &mut e, now, cost);
                 drop(e);
                 self.counts.count(cost, &d);
                 return d;
@@ -142,36 +185,48 @@ impl LogTable {
     fn claim(&self, fp: u64, loc: &Location, now: u64, cost: u32) -> Decision {
         let shard = &self.shards[loc.shard];
         let _guard = lock(&shard.claim);
+        // Every replacing claim stamps under this lock: this reading is no older than
+        // any reclaim of this key's old slot.
+        let now = shard.floor(now);
         loop {
-            let mut scan = ClaimScan::new();
+            let mut empty = ClaimScan::new();
+            let mut idle = ClaimScan::new();
             for (wi, i) in loc.probe(self.geo.window()) {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == fp {
-                    return self.params.step(&mut e.ring, now, cost);
+                    return self.step(i, &mut e, now, cost);
                 }
-                if e.fp == 0 || self.params.is_idle(&e.ring, now) {
-                    scan.free(wi, i);
+                if e.fp == 0 {
+                    empty.free(wi, i);
+                } else if self.params.cursor_is_idle(e.cursor, now) {
+                    idle.free(wi, i);
                 } else {
-                    scan.live(wi);
-                    scan.rank(i, &self.params.step(&mut e.ring, now, 0));
+                    empty.live(wi);
+                    idle.live(wi);
+                    let view = self.step(i, &mut e, now, 0);
+                    idle.rank(i, &view);
                 }
             }
-            if let Some(i) = scan.target() {
+            if let Some(i) = empty.target() {
+                let mut e = lock(&self.slots[i].entry);
+                return self.install(i, &mut e, fp, now, cost);
+            }
+            if let Some(i) = idle.target() {
                 let mut e = lock(&self.slots[i].entry);
                 // Only this shard's claims change a slot's key, and we hold its lock;
                 // but the owner may have logged a request since we looked: then look
                 // again.
-                if e.fp == 0 || self.params.is_idle(&e.ring, now) {
-                    if e.fp != 0 {
-                        Shard::bump(&shard.idle_reclaims);
-                    }
+                if self.params.cursor_is_idle(e.cursor, now) {
+                    shard.stamp(now);
+                    Shard::bump(&shard.idle_reclaims);
                     return self.install(i, &mut e, fp, now, cost);
                 }
                 continue;
             }
-            return match (self.on_full, scan.victim()) {
+            return match (self.on_full, idle.victim()) {
                 (OnFull::Evict, Some(i)) => {
                     let mut e = lock(&self.slots[i].entry);
+                    shard.stamp(now);
                     Shard::bump(&shard.evictions);
                     self.install(i, &mut e, fp, now, cost)
                 }
@@ -181,7 +236,7 @@ impl LogTable {
                 }
                 _ => {
                     Shard::bump(&shard.refused);
-                    scan.refusal(self.params.limit())
+                    idle.refusal(self.params.limit())
                 }
             };
         }
@@ -190,8 +245,10 @@ impl LogTable {
     /// Hands slot `i` (locked as `e`) to `fp` with an empty log and logs the request.
     fn install(&self, i: usize, e: &mut Entry, fp: u64, now: u64, cost: u32) -> Decision {
         e.fp = fp;
-        e.ring.clear();
+        let mut ring = self.ring(i, e.cursor);
+        ring.clear();
+        e.cursor = ring.cursor();
         self.slots[i].hint.store(fp, Ordering::Release);
-        self.params.step(&mut e.ring, now, cost)
+        self.step(i, e, now, cost)
     }
 }

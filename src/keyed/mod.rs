@@ -35,7 +35,7 @@ use table::PackedTable;
 /// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, OnFull, Quota};
 ///
 /// let limiter = KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, Quota::per_hour(1))
-///     .capacity(1)
+///     .max_keys(1)
 ///     .on_full(OnFull::Deny)
 ///     .clock(ManualClock::new())
 ///     .build()?;
@@ -73,7 +73,7 @@ pub enum OnFull {
 /// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, Quota};
 ///
 /// let limiter = KeyedRateLimiter::<str, _>::builder(Algorithm::FixedWindow, Quota::per_second(1))
-///     .capacity(100)
+///     .max_keys(100)
 ///     .clock(ManualClock::new())
 ///     .build()?;
 /// let _ = limiter.check("alice");
@@ -131,7 +131,7 @@ pub struct Stats {
 /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
 ///
 /// let limiter = KeyedRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10).with_burst(2))
-///     .capacity(10_000)
+///     .max_keys(10_000)
 ///     .build()?;
 /// let ip: IpAddr = "192.0.2.1".parse().unwrap();
 /// assert!(limiter.check(&ip).is_allowed());
@@ -145,8 +145,8 @@ pub struct KeyedRateLimiter<K: Hash + ?Sized, C: Clock = QuantaClock> {
     clock: C,
     algorithm: Algorithm,
     quota: Quota,
-    capacity: usize,
-    capacity_per_key: u32,
+    max_keys: usize,
+    burst: u32,
     slots: usize,
     _key: PhantomData<fn(&K)>,
 }
@@ -166,7 +166,7 @@ impl<K: Hash + ?Sized> KeyedRateLimiter<K> {
     /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
     ///
     /// let limiter = KeyedRateLimiter::<[u8]>::builder(Algorithm::SlidingWindow, Quota::per_minute(60))
-    ///     .capacity(1 << 12)
+    ///     .max_keys(1 << 12)
     ///     .build()?;
     /// assert!(limiter.check(b"api-key-1".as_slice()).is_allowed());
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -176,7 +176,7 @@ impl<K: Hash + ?Sized> KeyedRateLimiter<K> {
             algorithm,
             quota,
             clock: QuantaClock::new(),
-            capacity: 1 << 16,
+            max_keys: 1 << 16,
             on_full: OnFull::Evict,
             shards: None,
             seed: None,
@@ -193,12 +193,12 @@ impl<K: Hash + ?Sized> KeyedRateLimiter<K> {
 /// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, OnFull, Quota};
 ///
 /// let limiter = KeyedRateLimiter::<u64, _>::builder(Algorithm::LeakyBucket, Quota::per_second(5))
-///     .capacity(1_000)
+///     .max_keys(4_000)
 ///     .on_full(OnFull::Deny)
-///     .shards(4)?
+///     .shards(4)
 ///     .clock(ManualClock::new())
 ///     .build()?;
-/// assert_eq!(limiter.capacity(), 1_000);
+/// assert_eq!(limiter.max_keys(), 4_000);
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[must_use = "a builder does nothing until .build() is called"]
@@ -206,7 +206,7 @@ pub struct KeyedRateLimiterBuilder<K: ?Sized, C: Clock> {
     algorithm: Algorithm,
     quota: Quota,
     clock: C,
-    capacity: usize,
+    max_keys: usize,
     on_full: OnFull,
     shards: Option<usize>,
     seed: Option<u64>,
@@ -218,7 +218,7 @@ impl<K: ?Sized, C: Clock> fmt::Debug for KeyedRateLimiterBuilder<K, C> {
         f.debug_struct("KeyedRateLimiterBuilder")
             .field("algorithm", &self.algorithm)
             .field("quota", &self.quota)
-            .field("capacity", &self.capacity)
+            .field("max_keys", &self.max_keys)
             .field("on_full", &self.on_full)
             .field("shards", &self.shards)
             .finish_non_exhaustive()
@@ -227,7 +227,7 @@ impl<K: ?Sized, C: Clock> fmt::Debug for KeyedRateLimiterBuilder<K, C> {
 
 impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
     /// Room for `n` keys whose state is not idle; the memory is fixed at build. Must be
-    /// between 1 and 2³² (checked by [`build`](Self::build)).
+    /// between 1 and 2³² (less on 32-bit targets; checked by [`build`](Self::build)).
     ///
     /// # Example
     ///
@@ -235,14 +235,75 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
     /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
     ///
     /// let limiter = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
-    ///     .capacity(16_384)
+    ///     .max_keys(16_384)
     ///     .build()?;
+    /// assert_eq!(limiter.max_keys(), 16_384);
     /// assert!(limiter.memory_bytes() <= 16_384 * 25);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn capacity(mut self, n: usize) -> Self {
-        self.capacity = n;
+    pub fn max_keys(mut self, n: usize) -> Self {
+        self.max_keys = n;
         self
+    }
+
+    /// The old name of [`max_keys`](Self::max_keys).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
+    ///     .capacity(100)
+    ///     .build()?;
+    /// assert_eq!(limiter.max_keys(), 100);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[deprecated(
+        since = "0.2.0",
+        note = "`capacity` meant both keys and burst: use `max_keys(n)`"
+    )]
+    pub fn capacity(self, n: usize) -> Self {
+        self.max_keys(n)
+    }
+
+    /// The bytes [`build`](Self::build) will allocate for this configuration, without
+    /// allocating them: check a configuration (a sliding log with a large limit keeps
+    /// `8 × limit` bytes per slot) before committing the memory.
+    ///
+    /// # Errors
+    ///
+    /// The [`ConfigError`] that [`build`](Self::build) would return for the quota, the
+    /// key count or the shard count; [`ConfigError::InvalidCapacity`] when the table
+    /// exceeds the address space.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let b = KeyedRateLimiter::<u64>::builder(Algorithm::SlidingLog, Quota::per_minute(100))
+    ///     .max_keys(10_000);
+    /// let bytes = b.memory_bytes()?;
+    /// assert!(bytes > 10_000 * 800); // 100 timestamps of 8 bytes per key, plus slack
+    /// let limiter = b.build()?;
+    /// assert!(limiter.memory_bytes() >= bytes);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn memory_bytes(&self) -> Result<usize, ConfigError> {
+        let params = Params::new(self.algorithm, self.quota)?;
+        let geo = Geometry::new(self.max_keys, self.shards)?;
+        let table = match &params {
+            Params::Packed(_) => PackedTable::bytes_for(&geo),
+            Params::Log(l) => LogTable::bytes_for(&geo, l),
+        };
+        table
+            .and_then(|t| t.checked_add(std::mem::size_of::<KeyedRateLimiter<K, C>>()))
+            .ok_or(ConfigError::InvalidCapacity {
+                requested: self.max_keys,
+                max: layout::MAX_CAPACITY,
+            })
     }
 
     /// What to do with a new key when its windows hold no idle slot.
@@ -286,7 +347,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
             algorithm: self.algorithm,
             quota: self.quota,
             clock,
-            capacity: self.capacity,
+            max_keys: self.max_keys,
             on_full: self.on_full,
             shards: self.shards,
             seed: self.seed,
@@ -295,25 +356,32 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
     }
 
     /// Splits the table into `n` shards (each with its own counters and claim lock).
-    /// The default is a few per core.
+    /// The default is a few per core, each of at least 3,072 slots.
     ///
-    /// # Errors
-    ///
-    /// [`ConfigError::InvalidShards`] unless `n` is a power of two between 1 and 256;
-    /// [`build`](Self::build) also refuses more shards than the table has slots.
+    /// [`build`](Self::build) refuses ([`ConfigError::InvalidShards`]) a count that is
+    /// not a power of two between 1 and 256, or that leaves fewer than 256 keys per
+    /// shard: keys spread over shards unevenly, and a table cut too fine refuses or
+    /// evicts live keys well below its [`max_keys`](Self::max_keys).
     ///
     /// # Example
     ///
     /// ```
     /// use tollgate::{Algorithm, ConfigError, KeyedRateLimiter, Quota};
     ///
-    /// let b = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1));
-    /// assert!(matches!(b.shards(3), Err(ConfigError::InvalidShards { requested: 3 })));
+    /// let ok = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
+    ///     .shards(4)
+    ///     .max_keys(4_096)
+    ///     .build();
+    /// assert!(ok.is_ok());
+    /// let too_fine = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
+    ///     .max_keys(1_000)
+    ///     .shards(256)
+    ///     .build();
+    /// assert!(matches!(too_fine, Err(ConfigError::InvalidShards { requested: 256 })));
     /// ```
-    pub fn shards(mut self, n: usize) -> Result<Self, ConfigError> {
-        layout::check_shards(n)?;
+    pub fn shards(mut self, n: usize) -> Self {
         self.shards = Some(n);
-        Ok(self)
+        self
     }
 
     /// Fixes the hash seed instead of drawing one at random. **For tests only**: with
@@ -342,9 +410,10 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
     /// # Errors
     ///
     /// Every [`ConfigError`] of [`RateLimiter`](crate::RateLimiter)'s builder for the
-    /// quota; [`ConfigError::InvalidCapacity`] for a capacity of 0, above 2³², or one
-    /// whose table cannot be allocated; [`ConfigError::InvalidShards`] for more shards
-    /// than slots.
+    /// quota; [`ConfigError::InvalidCapacity`] for `max_keys` of 0, above 2³² (less
+    /// on 32-bit targets), or a table that cannot be allocated (its `requested` is the
+    /// key count asked for); [`ConfigError::InvalidShards`] for a shard count that is
+    /// not a power of two up to 256 or leaves fewer than 256 keys per shard.
     ///
     /// # Example
     ///
@@ -352,15 +421,15 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
     /// use tollgate::{Algorithm, ConfigError, KeyedRateLimiter, Quota};
     ///
     /// let err = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
-    ///     .capacity(0)
+    ///     .max_keys(0)
     ///     .build()
     ///     .unwrap_err();
     /// assert!(matches!(err, ConfigError::InvalidCapacity { requested: 0, .. }));
     /// ```
     pub fn build(self) -> Result<KeyedRateLimiter<K, C>, ConfigError> {
         let params = Params::new(self.algorithm, self.quota)?;
-        let geo = Geometry::new(self.capacity, self.shards)?;
-        let capacity_per_key = params.capacity();
+        let geo = Geometry::new(self.max_keys, self.shards)?;
+        let burst = params.capacity();
         let table = match params {
             Params::Packed(p) => Table::Packed(PackedTable::new(geo, p, self.on_full)?),
             Params::Log(l) => Table::Log(LogTable::new(geo, l, self.on_full)?),
@@ -380,8 +449,8 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
             clock: self.clock,
             algorithm: self.algorithm,
             quota: self.quota,
-            capacity: self.capacity,
-            capacity_per_key,
+            max_keys: self.max_keys,
+            burst,
             slots: geo.slots(),
             _key: PhantomData,
         })
@@ -429,10 +498,10 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[inline]
     pub fn check_n(&self, key: &K, n: u32) -> Result<Decision, InsufficientCapacity> {
-        if n > self.capacity_per_key {
+        if n > self.burst {
             return Err(InsufficientCapacity {
                 requested: n,
-                capacity: self.capacity_per_key,
+                capacity: self.burst,
             });
         }
         Ok(self.decide(key, n))
@@ -459,18 +528,40 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
     /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
-    ///     .capacity(500)
+    ///     .max_keys(500)
+    ///     .build()?;
+    /// assert_eq!(l.max_keys(), 500);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// The old name of [`max_keys`](Self::max_keys).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(1))
+    ///     .max_keys(500)
     ///     .build()?;
     /// assert_eq!(l.capacity(), 500);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[must_use]
+    #[deprecated(
+        since = "0.2.0",
+        note = "`capacity` meant both keys and burst: use `max_keys()`"
+    )]
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.max_keys
     }
 
     /// The most one key can ever be admitted at once (the burst for the buckets, the
-    /// limit for the others).
+    /// limit for the others): a larger cost is refused with [`InsufficientCapacity`].
     ///
     /// # Example
     ///
@@ -478,12 +569,55 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
     /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(9).with_burst(3))
     ///     .build()?;
-    /// assert_eq!(l.capacity_per_key(), 3);
+    /// assert_eq!(l.burst(), 3);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[must_use]
+    pub fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    /// The old name of [`burst`](Self::burst).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(9).with_burst(3))
+    ///     .build()?;
+    /// assert_eq!(l.burst(), 3);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    #[deprecated(since = "0.2.0", note = "use `burst()`")]
     pub fn capacity_per_key(&self) -> u32 {
-        self.capacity_per_key
+        self.burst
+    }
+
+    /// Whether the packed table's 16-byte slot word is lock-free on this machine
+    /// (`cmpxchg16b` on x86_64, `casp`/`ldxp` on aarch64). Where it is not (32-bit
+    /// targets, wasm, x86_64 CPUs without `cmpxchg16b`), `portable-atomic`'s fallback
+    /// guards each slot word with one of a fixed set of spinlocks: still exact, never
+    /// a double admission, but no longer lock-free. The sliding log's table locks per
+    /// slot whatever the target. Log it at start-up if it matters to you.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(9)).build()?;
+    /// if !l.is_lock_free() {
+    ///     eprintln!("tollgate: 16-byte atomics are emulated with locks on this CPU");
+    /// }
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn is_lock_free(&self) -> bool {
+        match &self.table {
+            Table::Packed(_) => crate::sync::slot_word_is_lock_free(),
+            Table::Log(_) => false,
+        }
     }
 
     /// Bytes the limiter occupies: the table (slots, shard counters and, for the
@@ -495,7 +629,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
     /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::SlidingWindow, Quota::per_second(100))
-    ///     .capacity(16_384)
+    ///     .max_keys(16_384)
     ///     .build()?;
     /// let before = l.memory_bytes();
     /// for key in 0..100_000 {
@@ -620,7 +754,7 @@ impl<K: Hash + ?Sized, C: Clock> fmt::Debug for KeyedRateLimiter<K, C> {
         f.debug_struct("KeyedRateLimiter")
             .field("algorithm", &self.algorithm)
             .field("quota", &self.quota)
-            .field("capacity", &self.capacity)
+            .field("max_keys", &self.max_keys)
             .field("slots", &self.slots)
             .finish_non_exhaustive()
     }

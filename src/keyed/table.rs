@@ -24,6 +24,17 @@
 //!   and rescan under it, so all replacing claims of one key are serialized; together
 //!   with the rule above, a key is never present twice.
 //!
+//! * **a request in flight across a reclaim**: a request reads the clock once, before
+//!   its lookup. If, meanwhile, another thread with a later reading found the key idle
+//!   and gave its slot away, the request finds the key missing. Deciding it fresh at
+//!   its own (older) reading would hand back quota the old state still withheld at
+//!   that reading. So every replacing claim first raises its shard's `reclaimed_at`
+//!   stamp to its reading, then installs; and a key found missing is decided at no
+//!   earlier than the stamp (read after the scan, which saw the installed word and so
+//!   the stamp before it). Its old state was idle (or, under `Evict`, forgotten) at
+//!   the stamp, so deciding fresh there is what the old state would have decided.
+//!   This also covers cores whose clocks disagree.
+//!
 //! Lookups and updates never lock; a claim that replaces an entry holds its shard's
 //! lock for one scan of two windows and one CAS.
 
@@ -75,6 +86,16 @@ pub(crate) struct PackedTable {
 }
 
 impl PackedTable {
+    /// The bytes a table of `geo` takes, computed before allocating; `None` when it
+    /// exceeds the address space.
+    pub(crate) fn bytes_for(geo: &Geometry) -> Option<usize> {
+        geo.slots()
+            .div_ceil(4)
+            .checked_mul(std::mem::size_of::<Line>())?
+            .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
+            .checked_add(Stripes::BYTES)
+    }
+
     /// Allocates every slot, once.
     pub(crate) fn new(
         geo: Geometry,
@@ -86,7 +107,7 @@ impl PackedTable {
         lines
             .try_reserve_exact(n)
             .map_err(|_| crate::ConfigError::InvalidCapacity {
-                requested: geo.slots(),
+                requested: geo.capacity(),
                 max: super::layout::MAX_CAPACITY,
             })?;
         lines.extend((0..n).map(|_| Line(std::array::from_fn(|_| AtomicU128::new(0)))));
@@ -216,6 +237,9 @@ impl PackedTable {
                     }
                 }
                 Scan::Absent { first_empty } => {
+                    // Never decide a missing key at a reading older than a reclaim in
+                    // its shard: its old entry may have been reclaimed at that reading.
+                    t = self.shards[loc.shard].floor(t);
                     let (next, d) = self.params.step(0, t, cost);
                     let Some(next) = next else {
                         // A peek (cost 0) at an absent key: it decides as fresh.
@@ -253,6 +277,8 @@ impl PackedTable {
     fn claim_locked(&self, fp: u64, loc: &Location, now: u64, cost: u32) -> Option<Decision> {
         let shard = &self.shards[loc.shard];
         let _guard = lock(&shard.claim);
+        // A reclaim may have happened since the caller's scan.
+        let now = shard.floor(now);
         let mut scan = ClaimScan::new();
         // Every live entry seen, ranked only if the policy must apply.
         let mut seen = [(0usize, 0u128); 2 * WINDOW];
@@ -284,6 +310,9 @@ impl PackedTable {
                 .ok()
         };
         if let Some(target) = scan.target() {
+            if fp_of(target.1) != 0 {
+                shard.stamp(now);
+            }
             install(target)?;
             if fp_of(target.1) != 0 {
                 Shard::bump(&shard.idle_reclaims);
@@ -295,7 +324,9 @@ impl PackedTable {
         }
         match self.on_full {
             OnFull::Evict => {
-                install(scan.victim()?)?;
+                let victim = scan.victim()?;
+                shard.stamp(now);
+                install(victim)?;
                 Shard::bump(&shard.evictions);
                 Some(fresh)
             }
