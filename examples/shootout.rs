@@ -16,12 +16,12 @@ mod peers;
 #[path = "../benches/support/workload.rs"]
 mod workload;
 
-use harness::{calibrate, fmt_ns, median_ns, pool, populate};
+use harness::{calibrate, fmt_ns, median_ns, one_shot_median_ns, pool, populate};
 use peers::*;
 use std::io::Write;
 use std::time::{Duration, Instant};
-use tollgate::{Algorithm, KeyedRateLimiter};
-use workload::Workload;
+use tollgate::{Algorithm, KeyedRateLimiter, OnFull};
+use workload::{fresh_keys, Workload};
 
 /// How long one timed run lasts; three runs make a median.
 const RUN: Duration = Duration::from_millis(60);
@@ -130,11 +130,17 @@ fn main() {
     eprintln!(
         "tollgate shootout: {cores} cores, threads {thread_counts:?}; generating key streams..."
     );
-    let workloads = [
-        Workload::hot(),
-        Workload::uniform("1k keys", 1_000, 1),
-        Workload::uniform("1M keys", 1_000_000, 2),
-    ];
+    // `SHOOTOUT=new-keys` runs only the new-key workloads (first fill, flood).
+    let only_new_keys = std::env::var("SHOOTOUT").as_deref() == Ok("new-keys");
+    let workloads = if only_new_keys {
+        Vec::new()
+    } else {
+        vec![
+            Workload::hot(),
+            Workload::uniform("1k keys", 1_000, 1),
+            Workload::uniform("1M keys", 1_000_000, 2),
+        ]
+    };
     let per_workload = (Algorithm::ALL.len() + 5) * thread_counts.len();
     let mut rows = Vec::new();
     let mut done = 0;
@@ -164,8 +170,89 @@ fn main() {
         done = bench.done;
         rows.extend(bench.rows);
     }
+    rows.extend(new_keys(&thread_counts, started));
     print_table(&rows);
     eprintln!("done in {:.1}s", started.elapsed().as_secs_f64());
+}
+
+/// Keys the limiters have never seen: the first fill of a table built for 1,000,000
+/// keys (every decision inserts a key), and a flood of 1,000,000 new keys into a table
+/// full of 100,000 live keys (quota one per hour, so no entry goes idle: tollgate's
+/// `OnFull` policy decides every new key; the peers just grow). Each sample runs on a
+/// fresh limiter; the table gives the median of three.
+fn new_keys(thread_counts: &[usize], started: Instant) -> Vec<Row> {
+    const FILL: usize = 1_000_000;
+    const FULL: usize = 100_000;
+    let fill_stream = fresh_keys(FILL, 0, 7);
+    let live = fresh_keys(FULL, 0, 8);
+    let flood_stream = fresh_keys(FILL, 1 << 40, 9);
+    let mut rows = Vec::new();
+    for &threads in thread_counts {
+        let pool = pool(threads);
+        let mut measure = |workload: &'static str, name: String, ns: f64| {
+            eprintln!(
+                "[new keys] {:>5.1}s  {:<15} {}t  {:<32} {:>10}",
+                started.elapsed().as_secs_f64(),
+                workload,
+                threads,
+                name,
+                fmt_ns(ns)
+            );
+            rows.push(Row {
+                workload,
+                threads,
+                limiter: name,
+                ns,
+                bytes_per_key: None,
+            });
+        };
+        let open = Rate::OPEN;
+        let tollgate = |rate: Rate, keys: usize, policy: OnFull, label: &'static str| {
+            move || {
+                TollgateKeyed(
+                    KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, rate.quota())
+                        .max_keys(keys)
+                        .on_full(policy)
+                        .build()
+                        .expect("benchmark quota is valid"),
+                    label,
+                )
+            }
+        };
+        let w = "first fill 1M";
+        let (pre, run): (&[u64], &[u64]) = (&[], &fill_stream);
+        let make = tollgate(open, FILL, OnFull::Evict, "token bucket");
+        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        let make = || GovernorKeyed::new(open);
+        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        let make = || DashMapGcra::new(open);
+        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        let make = || Floor::new(open, FILL);
+        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        let make = || Floor128::new(open, FILL);
+        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+
+        let w = "flood, full 100k";
+        let shut = Rate::SHUT;
+        let (pre, run): (&[u64], &[u64]) = (&live, &flood_stream);
+        for (policy, label) in [
+            (OnFull::Evict, "token bucket, Evict"),
+            (OnFull::Deny, "token bucket, Deny"),
+            (OnFull::Allow, "token bucket, Allow"),
+        ] {
+            let make = tollgate(shut, FULL, policy, label);
+            measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        }
+        let make = || GovernorKeyed::new(shut);
+        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        let make = || DashMapGcra::new(shut);
+        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        let make = || Floor::new(shut, FULL);
+        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        let make = || Floor128::new(shut, FULL);
+        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+    }
+    rows
 }
 
 fn print_table(rows: &[Row]) {

@@ -91,3 +91,51 @@ pub(crate) fn fmt_ns(ns: f64) -> String {
         format!("{ns:.1} ns")
     }
 }
+
+/// Runs every key of `stream` once, split into one contiguous share per thread of
+/// `pool` (all released together), on a limiter made fresh by `make` and first fed
+/// `prefill` (untimed): ns per decision per thread, from the slowest thread. For
+/// workloads that change the limiter for good (first fill, floods of new keys), where
+/// re-running one limiter would measure something else the second time.
+pub(crate) fn one_shot_ns<L: Limiter>(
+    pool: &rayon::ThreadPool,
+    make: &dyn Fn() -> L,
+    prefill: &[u64],
+    stream: &[u64],
+) -> f64 {
+    let limiter = make();
+    for &k in prefill {
+        black_box(limiter.check(k));
+    }
+    let threads = pool.current_num_threads();
+    let share = stream.len() / threads;
+    let barrier = Barrier::new(threads);
+    let times = pool.broadcast(|ctx| {
+        let mine = &stream[ctx.index() * share..(ctx.index() + 1) * share];
+        barrier.wait();
+        let t0 = Instant::now();
+        for &k in mine {
+            black_box(limiter.check(black_box(k)));
+        }
+        t0.elapsed()
+    });
+    let t = times.into_iter().max().unwrap_or_default();
+    // Dropping a million-key peer takes a while; not part of the decision time.
+    drop(limiter);
+    t.as_nanos() as f64 / share as f64
+}
+
+/// The median of `samples` runs of [`one_shot_ns`], each on a fresh limiter.
+pub(crate) fn one_shot_median_ns<L: Limiter>(
+    pool: &rayon::ThreadPool,
+    make: &dyn Fn() -> L,
+    prefill: &[u64],
+    stream: &[u64],
+    samples: usize,
+) -> f64 {
+    let mut v: Vec<f64> = (0..samples)
+        .map(|_| one_shot_ns(pool, make, prefill, stream))
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}

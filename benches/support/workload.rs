@@ -76,3 +76,13 @@ fn mix(x: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+/// `n` distinct keys, each once, in random order, none of them among the keys of
+/// [`Workload::uniform`] (whose keys are `mix(0..n)`) when `offset` is at least 2^40:
+/// a stream of keys the limiter has never seen.
+pub(crate) fn fresh_keys(n: usize, offset: u64, seed: u64) -> Vec<u64> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut keys: Vec<u64> = (0..n as u64).map(|i| mix(offset + i)).collect();
+    rng.shuffle(&mut keys);
+    keys
+}

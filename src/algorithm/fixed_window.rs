@@ -100,4 +100,15 @@ impl FixedWindow {
         let (stored, count) = self.unpack(state);
         count == 0 || now / self.period > stored
     }
+
+    /// The time from which `state` is idle: the end of its window (0 when empty).
+    #[inline]
+    pub(crate) fn idle_at(&self, state: u64) -> u64 {
+        let (stored, count) = self.unpack(state);
+        if count == 0 {
+            0
+        } else {
+            (stored + 1).saturating_mul(self.period)
+        }
+    }
 }

@@ -94,4 +94,10 @@ impl Gcra {
     pub(crate) fn is_idle(&self, tat: u64, now: u64) -> bool {
         tat <= now
     }
+
+    /// The time from which `tat` is idle: the state is its own idle stamp.
+    #[inline]
+    pub(crate) fn idle_at(&self, tat: u64) -> u64 {
+        tat
+    }
 }

@@ -136,6 +136,19 @@ impl PackedParams {
         }
     }
 
+    /// The time (engine nanoseconds) from which `state` is idle, in O(1) from the
+    /// state alone: `is_idle(state, now)` iff `now >= idle_at(state)`. The keyed table
+    /// ranks entries by it (the soonest idle is the one that knows least) instead of
+    /// running a step per entry.
+    #[inline]
+    pub(crate) fn idle_at(&self, state: u64) -> u64 {
+        match self {
+            PackedParams::Gcra(p) => p.idle_at(state),
+            PackedParams::Fixed(p) => p.idle_at(state),
+            PackedParams::Sliding(p) => p.idle_at(state),
+        }
+    }
+
     /// The largest cost ever admitted at once.
     #[inline]
     pub(crate) fn capacity(&self) -> u32 {

@@ -232,4 +232,14 @@ impl SlidingLog {
     pub(crate) fn cursor_is_idle(&self, cursor: Cursor, now: u64) -> bool {
         self.expired(cursor.newest, now)
     }
+
+    /// The time from which the log at `cursor` is idle: when its newest admission
+    /// leaves the window (0 when it never logged one).
+    pub(crate) fn cursor_idle_at(&self, cursor: Cursor) -> u64 {
+        if cursor.newest == EMPTY {
+            0
+        } else {
+            cursor.newest + self.period
+        }
+    }
 }

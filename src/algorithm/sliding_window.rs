@@ -198,4 +198,19 @@ impl SlidingWindow {
         let v = self.view(state, now);
         v.curr == 0 && v.prev == 0
     }
+
+    /// The time from which `state` is idle: a current count weighs until the end of
+    /// the next window, a previous count until the end of the current one.
+    #[inline]
+    pub(crate) fn idle_at(&self, state: u64) -> u64 {
+        let mask = (1u64 << self.shift) - 1;
+        let stored = state >> (2 * self.shift);
+        let (prev, curr) = ((state >> self.shift) & mask, state & mask);
+        let windows = match (prev, curr) {
+            (0, 0) => return 0,
+            (_, 0) => 1,
+            _ => 2,
+        };
+        (stored + windows).saturating_mul(self.period)
+    }
 }

@@ -87,3 +87,44 @@ fn sliding_log_is_idle_once_the_newest_entry_left_the_window() {
     ring.clear();
     assert!(log.cursor_is_idle(ring.cursor(), 0));
 }
+
+#[test]
+fn idle_at_is_exactly_when_a_state_turns_idle() {
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    for algorithm in [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+    ] {
+        for quota in quotas() {
+            let params = packed(algorithm, quota);
+            let period = quota.period().as_nanos() as u64;
+            let (mut state, mut now) = (0u64, 0u64);
+            for _ in 0..20_000 {
+                now += next(period / 2 + 1);
+                let cost = next(u64::from(params.capacity()) + 1) as u32;
+                if let (Some(s), _) = params.step(state, now, cost) {
+                    state = s;
+                }
+                let at = params.idle_at(state);
+                for probe in [now, at.saturating_sub(1), at, at + 1, now + next(3 * period)] {
+                    if probe < now {
+                        continue; // readings before the state's own time say nothing
+                    }
+                    assert_eq!(
+                        params.is_idle(state, probe),
+                        probe >= at,
+                        "{algorithm:?} {quota:?} state {state:#x} idle_at {at}, probe {probe}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -404,31 +404,33 @@ impl Stripes {
     pub(crate) const BYTES: usize = (STRIPES + 1) * std::mem::size_of::<CachePadded<Stripe>>();
 }
 
-/// Which live entry to give up first: the one that still knows the least, i.e. whose
-/// cost-0 view has the most remaining, then the soonest reset.
-type Rank = (u32, std::cmp::Reverse<std::time::Duration>);
-
 /// What a replacing claim learns from one pass over a key's two windows: the first
 /// free (empty or idle) slot of each, how many live entries each holds, and, once
-/// ranked, the live entry that knows the least and the soonest reset among them.
+/// ranked, the live entry that goes idle soonest.
+///
+/// Entries are ranked by their *idle stamp*: the time from which their state says
+/// nothing any more, read off the state in O(1) (a token bucket's theoretical arrival
+/// time, the end of a window, the newest logged admission plus the period). The entry
+/// that goes idle soonest is the one whose forgetting changes the least, and a new key
+/// refused under `Deny` can retry when it goes idle.
 pub(crate) struct ClaimScan<S> {
     live: [usize; 2],
     free: [Option<S>; 2],
-    victim: Option<(S, Rank)>,
-    soonest_reset: u64,
+    /// The live entry with the earliest idle stamp, and the stamp.
+    victim: Option<(S, u64)>,
 }
 
 impl<S: Copy> ClaimScan<S> {
+    /// An empty scan.
     pub(crate) fn new() -> Self {
         ClaimScan {
             live: [0; 2],
             free: [None; 2],
             victim: None,
-            soonest_reset: u64::MAX,
         }
     }
 
-    /// A free slot of window `w` (only the first one seen counts).
+    /// A free slot in window `w` (the first one seen is kept).
     pub(crate) fn free(&mut self, w: usize, slot: S) {
         self.free[w].get_or_insert(slot);
     }
@@ -438,17 +440,16 @@ impl<S: Copy> ClaimScan<S> {
         self.live[w] += 1;
     }
 
-    /// Ranks a live entry by its cost-0 view.
-    pub(crate) fn rank(&mut self, slot: S, view: &Decision) {
-        let reset = u64::try_from(view.reset_after().as_nanos()).unwrap_or(u64::MAX);
-        self.soonest_reset = self.soonest_reset.min(reset);
-        let rank = (view.remaining(), std::cmp::Reverse(view.reset_after()));
-        if self.victim.as_ref().map_or(true, |(_, best)| rank > *best) {
-            self.victim = Some((slot, rank));
+    /// Ranks a live entry by the time it goes idle.
+    #[inline]
+    pub(crate) fn rank(&mut self, slot: S, idle_at: u64) {
+        if self.victim.is_none_or(|(_, best)| idle_at < best) {
+            self.victim = Some((slot, idle_at));
         }
     }
 
-    /// Two choices: the free slot in the window with fewer live entries.
+    /// Where to claim: the first free slot of the window with fewer live entries (two
+    /// choices balance the windows), or of the only window with one.
     pub(crate) fn target(&self) -> Option<S> {
         match self.free {
             [Some(a), Some(b)] => Some(if self.live[1] < self.live[0] { b } else { a }),
@@ -456,19 +457,22 @@ impl<S: Copy> ClaimScan<S> {
         }
     }
 
-    /// The ranked live entry that knows the least.
+    /// The ranked live entry that goes idle soonest.
     pub(crate) fn victim(&self) -> Option<S> {
         self.victim.map(|(slot, _)| slot)
     }
 
-    /// The denial of a refused new key: retry when the soonest ranked entry resets.
-    pub(crate) fn refusal(&self, capacity: u32) -> Decision {
-        let wait = self.soonest_reset.max(1);
+    /// The denial of a refused new key at `now`: retry when the soonest ranked entry
+    /// goes idle (at least 1 ns).
+    pub(crate) fn refusal(&self, capacity: u32, now: u64) -> Decision {
+        let wait = self
+            .victim
+            .map_or(1, |(_, at)| at.saturating_sub(now))
+            .max(1);
         Decision::deny(capacity, 0, wait, wait)
     }
 }
 
-/// `n` shards, cache-padded.
 pub(crate) fn new_shards(n: usize) -> Box<[CachePadded<Shard>]> {
     (0..n).map(|_| CachePadded::new(Shard::default())).collect()
 }

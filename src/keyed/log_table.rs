@@ -203,8 +203,7 @@ impl LogTable {
                 } else {
                     empty.live(wi);
                     idle.live(wi);
-                    let view = self.step(i, &mut e, now, 0);
-                    idle.rank(i, &view);
+                    idle.rank(i, self.params.cursor_idle_at(e.cursor));
                 }
             }
             if let Some(i) = empty.target() {
@@ -236,7 +235,7 @@ impl LogTable {
                 }
                 _ => {
                     Shard::bump(&shard.refused);
-                    idle.refusal(self.params.limit())
+                    idle.refusal(self.params.limit(), now)
                 }
             };
         }

@@ -47,8 +47,8 @@ use table::PackedTable;
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum OnFull {
-    /// Forget the entry that knows the least (most remaining quota, then soonest
-    /// reset) and track the new key in its place; counted in [`Stats::evictions`].
+    /// Forget the entry that goes idle soonest (its state would soon say nothing
+    /// anyway) and track the new key in its place; counted in [`Stats::evictions`].
     #[default]
     Evict,
     /// Refuse the new key: a flood of new keys can never reset a throttled one.

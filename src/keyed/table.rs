@@ -12,13 +12,15 @@
 //!   request of key A is never applied to key B's state, nor B's to A's: there is no
 //!   "slot handle" to go stale, only a value compared in full (no ABA: equal words
 //!   mean equal key and equal state, and the step is a pure function of them).
-//! * **claim of an empty slot** (lock-free): after a scan of both candidate windows
-//!   that finds no copy of the key, the key goes to the *first* empty slot of that scan
-//!   in the key's canonical order (the two windows interleaved, which balances them:
-//!   see `Location::probe`). Slots never become empty again, so two threads
-//!   inserting the same key cannot both succeed in different slots: the one whose
-//!   target comes later in the order read the other's target after it was claimed and
-//!   so saw the key there.
+//! * **claim of an empty slot** (lock-free): a scan of the key's candidate windows in
+//!   its canonical order (the two windows interleaved, which balances them: see
+//!   `Location::probe`) that reaches an empty slot before any copy of the key installs
+//!   the key in that slot. Slots never become empty again, so every slot before a key's
+//!   position stays occupied: a scan that meets an empty slot has passed the key's only
+//!   possible positions, and so stops there (a miss on a table that is not full costs
+//!   a probe or two, not two whole windows). Two threads inserting the same key cannot
+//!   both succeed in different slots: the one whose target comes later in the order
+//!   read the other's target after it was claimed and so saw the key there.
 //! * **claim of an occupied slot** (idle reclaim, eviction): only when the scan found no
 //!   empty slot (and none can appear again). These claims take the shard's claim lock
 //!   and rescan under it, so all replacing claims of one key are serialized; together
@@ -39,7 +41,7 @@
 //! lock for one scan of two windows and one CAS.
 
 use super::layout::{
-    fingerprint, new_shards, totals, ClaimScan, Geometry, Location, Shard, Stripes, Totals, WINDOW,
+    fingerprint, new_shards, totals, ClaimScan, Geometry, Location, Shard, Stripes, Totals,
 };
 use super::OnFull;
 use crate::algorithm::PackedParams;
@@ -160,16 +162,18 @@ impl PackedTable {
         let [a, b] = loc.windows;
         let [mut ja, mut jb] = loc.starts;
         let window = self.geo.window();
-        let mut first_empty = None;
-        let mut check = |i: usize, w: u128| -> Option<Scan> {
-            let f = fp_of(w);
-            if f == fp {
-                return Some(Scan::Found(i, w));
+        // The first empty slot ends the scan: the key is not further on (see the
+        // protocol: a key sits at the first slot that was empty in its order when it
+        // was installed, and slots never become empty again, so every slot before
+        // it is occupied for good).
+        let check = |i: usize, w: u128| -> Option<Scan> {
+            match fp_of(w) {
+                f if f == fp => Some(Scan::Found(i, w)),
+                0 => Some(Scan::Absent {
+                    first_empty: Some(i),
+                }),
+                _ => None,
             }
-            if f == 0 && first_empty.is_none() {
-                first_empty = Some(i);
-            }
-            None
         };
         // The order of `Location::probe`, written out so it compiles to a tight loop.
         // Both windows' slots are loaded before either is examined, so that on a large
@@ -197,7 +201,7 @@ impl PackedTable {
                 jb = if jb + 1 == window { 0 } else { jb + 1 };
             }
         }
-        Scan::Absent { first_empty }
+        Scan::Absent { first_empty: None }
     }
 
     /// Steps the state of `fp` in slot `i`, starting from `word`. `None` when the slot
@@ -280,9 +284,6 @@ impl PackedTable {
         // A reclaim may have happened since the caller's scan.
         let now = shard.floor(now);
         let mut scan = ClaimScan::new();
-        // Every live entry seen, ranked only if the policy must apply.
-        let mut seen = [(0usize, 0u128); 2 * WINDOW];
-        let mut n_seen = 0;
         for (wi, i) in loc.probe(self.geo.window()) {
             let w = self.slot(i).load(Ordering::Acquire);
             let f = fp_of(w);
@@ -291,12 +292,13 @@ impl PackedTable {
                 // lock, or were an empty-slot claim that finished before).
                 return self.update(i, fp, w, now, cost);
             }
-            if f == 0 || self.params.is_idle(state_of(w), now) {
+            // One comparison per entry: the state is its own idle stamp.
+            let idle_at = self.params.idle_at(state_of(w));
+            if f == 0 || idle_at <= now {
                 scan.free(wi, (i, w));
             } else {
                 scan.live(wi);
-                seen[n_seen] = (i, w);
-                n_seen += 1;
+                scan.rank((i, w), idle_at);
             }
         }
         let (next, fresh) = self.params.step(0, now, cost);
@@ -319,9 +321,6 @@ impl PackedTable {
             }
             return Some(fresh);
         }
-        for &(i, w) in &seen[..n_seen] {
-            scan.rank((i, w), &self.params.step(state_of(w), now, 0).1);
-        }
         match self.on_full {
             OnFull::Evict => {
                 let victim = scan.victim()?;
@@ -332,7 +331,7 @@ impl PackedTable {
             }
             OnFull::Deny => {
                 Shard::bump(&shard.refused);
-                Some(scan.refusal(self.params.capacity()))
+                Some(scan.refusal(self.params.capacity(), now))
             }
             OnFull::Allow => {
                 Shard::bump(&shard.untracked);
