@@ -3,11 +3,13 @@
 //! hash, one probe, one CAS), on one hot key, 1,000 and 1,000,000 uniform keys, at one
 //! thread and at all cores, measured side by side in this one run.
 //!
-//! `cargo run --release --example shootout` (about 30–60 s on 2 cores). Prints progress
-//! on stderr and one table on stdout: median ns per decision per thread, millions of
-//! decisions per second over all threads, time relative to governor keyed (below 1.00
-//! is faster), time relative to the two floors, and memory per key (tollgate: `memory_bytes()` / capacity; the peers:
-//! growth of resident memory while they took in every key).
+//! `cargo run --release --example shootout` (about a minute on 2 cores, plus the first
+//! build). Prints progress on stderr and one table on stdout: median ns per decision per
+//! thread, millions of decisions per second over all threads, time relative to governor
+//! keyed (below 1.00 is faster), time relative to the two floors, and memory per key
+//! (tollgate: `memory_bytes()` / max_keys; the peers: growth of resident memory while
+//! they took in every key), then a legend and the total time. `SHOOTOUT=new-keys` runs
+//! only the first-fill and flood workloads.
 
 #[path = "../benches/support/harness.rs"]
 mod harness;
@@ -172,7 +174,45 @@ fn main() {
     }
     rows.extend(new_keys(&thread_counts, started));
     print_table(&rows);
-    eprintln!("done in {:.1}s", started.elapsed().as_secs_f64());
+    print_legend(cores);
+    println!(
+        "\nTotal time {:.1} s. BENCHMARKS.md explains these figures and records quiet runs.",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// What the table's columns and rows mean, printed under it so it reads on its own.
+fn print_legend(cores: usize) {
+    println!(
+        "
+How to read this table
+- ns/decision/thread: median of {SAMPLES} timed runs, wall time of the slowest thread
+  divided by its decisions. Lower is faster. M decisions/s: over all threads.
+- vs governor: this row's time divided by governor keyed's time in the same workload
+  and thread count. Below 1.00x is faster than governor.
+- vs floor 8B / 16B: time relative to the floors, which are not rate limiters but the
+  least a keyed lookup can cost: one hash, one probe, one compare-and-swap of an 8-byte
+  state (no protection against two keys sharing a slot) or of the 16-byte (key
+  fingerprint, state) word tollgate's slots hold. 1.00x would mean no overhead at all.
+- bytes/key: tollgate reports memory_bytes() / max_keys (fixed at build, so the hot-key
+  rows show a one-key table's fixed overhead); peers: resident memory growth while
+  taking in every key, measured in a child process.
+- threads: 1, and {cores} (all cores), each thread walking the key stream from its own
+  offset.
+Workloads and quotas
+- hot key, 1k keys, 1M keys: every key is inserted before timing. Quota 10^9/s with a
+  burst of 10^9, so nothing is denied, except: fixed window 2^20 per 1 ms (never
+  denies here), sliding window 1,023 per 1 ms (its largest per-millisecond limit: on
+  the hot key most decisions are DENIALS, which write nothing, so that row is cheaper),
+  sliding log 64 per 64 ns.
+- first fill 1M: a table built for 1,000,000 keys, timed while 1,000,000 keys it has
+  never seen arrive (every decision inserts). Fresh limiter per sample.
+- flood, full 100k: a table full of 100,000 live keys (quota 1 per hour, so none goes
+  idle), timed while 1,000,000 never-seen keys arrive. tollgate applies its OnFull
+  policy to each (Evict forgets the entry going idle soonest, Deny refuses the new
+  key, Allow admits it untracked); governor and dashmap grow their maps instead; the
+  floors overwrite whatever the slot held."
+    );
 }
 
 /// Keys the limiters have never seen: the first fill of a table built for 1,000,000
@@ -222,15 +262,35 @@ fn new_keys(thread_counts: &[usize], started: Instant) -> Vec<Row> {
         let w = "first fill 1M";
         let (pre, run): (&[u64], &[u64]) = (&[], &fill_stream);
         let make = tollgate(open, FILL, OnFull::Evict, "token bucket");
-        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        measure(
+            w,
+            make().name(),
+            one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
+        );
         let make = || GovernorKeyed::new(open);
-        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        measure(
+            w,
+            make().name(),
+            one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
+        );
         let make = || DashMapGcra::new(open);
-        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        measure(
+            w,
+            make().name(),
+            one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
+        );
         let make = || Floor::new(open, FILL);
-        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        measure(
+            w,
+            make().name(),
+            one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
+        );
         let make = || Floor128::new(open, FILL);
-        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        measure(
+            w,
+            make().name(),
+            one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
+        );
 
         let w = "flood, full 100k";
         let shut = Rate::SHUT;
@@ -241,16 +301,36 @@ fn new_keys(thread_counts: &[usize], started: Instant) -> Vec<Row> {
             (OnFull::Allow, "token bucket, Allow"),
         ] {
             let make = tollgate(shut, FULL, policy, label);
-            measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+            measure(
+                w,
+                make().name(),
+                one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
+            );
         }
         let make = || GovernorKeyed::new(shut);
-        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        measure(
+            w,
+            make().name(),
+            one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
+        );
         let make = || DashMapGcra::new(shut);
-        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        measure(
+            w,
+            make().name(),
+            one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
+        );
         let make = || Floor::new(shut, FULL);
-        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        measure(
+            w,
+            make().name(),
+            one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
+        );
         let make = || Floor128::new(shut, FULL);
-        measure(w, make().name(), one_shot_median_ns(&pool, &make, pre, run, SAMPLES));
+        measure(
+            w,
+            make().name(),
+            one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
+        );
     }
     rows
 }

@@ -114,7 +114,13 @@ fn idle_at_is_exactly_when_a_state_turns_idle() {
                     state = s;
                 }
                 let at = params.idle_at(state);
-                for probe in [now, at.saturating_sub(1), at, at + 1, now + next(3 * period)] {
+                for probe in [
+                    now,
+                    at.saturating_sub(1),
+                    at,
+                    at + 1,
+                    now + next(3 * period),
+                ] {
                     if probe < now {
                         continue; // readings before the state's own time say nothing
                     }
