@@ -443,7 +443,11 @@ impl<S: Copy> ClaimScan<S> {
     /// Ranks a live entry by the time it goes idle.
     #[inline]
     pub(crate) fn rank(&mut self, slot: S, idle_at: u64) {
-        if self.victim.is_none_or(|(_, best)| idle_at < best) {
+        let better = match self.victim {
+            None => true,
+            Some((_, best)) => idle_at < best,
+        };
+        if better {
             self.victim = Some((slot, idle_at));
         }
     }
