@@ -1,9 +1,11 @@
 //! Loom models of the keyed table: concurrent claims of one empty slot (same key and
 //! different keys), two reclaims for one new key, an idle reclaim racing an update, an
 //! eviction racing an update, and exact admission per key under a frozen clock for
-//! every algorithm, and a request in flight across a reclaim of its own key.
+//! every algorithm, a request in flight across a reclaim of its own key, and inserts and
+//! reclaims in a table of full-size windows (two windows probed interleaved from
+//! per-key start offsets, scans stopping at the first empty slot).
 //!
-//! The tables are built tiny (`capacity(1)`: one window of two slots) so that every key
+//! Most tables are built tiny (`max_keys(1)`: one window of two slots) so that every key
 //! competes for the same slots, and with a fixed hash seed so that every execution of
 //! a model takes the same paths. The slot word is modelled as a linearizable `u128`
 //! (`tollgate`'s `sync::AtomicU128` under `--cfg tollgate_loom`).
@@ -38,7 +40,7 @@ fn tiny(algorithm: Algorithm, limit: u32, policy: OnFull, clock: &ManualClock) -
 }
 
 /// How much of its quota `key`'s state has used (0 when the key is not tracked).
-fn used(l: &Keyed, key: u64) -> u32 {
+fn used<C: Clock>(l: &KeyedRateLimiter<u64, C>, key: u64) -> u32 {
     let d = l.check_n(&key, 0).unwrap();
     d.limit() - d.remaining()
 }
@@ -268,4 +270,95 @@ fn reclaim_in_flight_never_re_earns_quota() {
             assert!(admitted <= 2, "{algorithm:?}: A got {admitted} after 10 s");
         });
     }
+}
+
+/// A table of full-size windows (`max_keys(17)`: 3 windows of 12 slots in one shard),
+/// so keys probe two distinct windows interleaved, each from its own start offset,
+/// and a scan stops at the first empty slot. 20 keys are inserted first (so scans pass
+/// occupied slots in both windows), then two threads insert the same new key while a
+/// third inserts another: each key ends up present once, holding its own admissions.
+#[test]
+fn full_size_windows_insert_each_key_once() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let l = Arc::new(
+            KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, Quota::per_second(5))
+                .max_keys(17)
+                .on_full(OnFull::Deny)
+                .hash_seed(3)
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+        );
+        for k in 100..120 {
+            assert!(l.check(&k).is_allowed());
+        }
+        let (a, b) = (l.clone(), l.clone());
+        let t1 = thread::spawn(move || a.check(&7).is_allowed());
+        let t2 = thread::spawn(move || b.check(&8).is_allowed());
+        assert!(l.check(&7).is_allowed());
+        assert!(t1.join().unwrap());
+        assert!(t2.join().unwrap());
+        assert_eq!(used(&l, 7), 2);
+        assert_eq!(used(&l, 8), 1);
+        let s = l.stats();
+        assert_eq!((s.occupied, s.allowed, s.refused), (22, 23, 0));
+    });
+}
+
+/// The same full-size table, no slot empty, half the entries idle at 10.9 s and all at
+/// 11 s: two threads with those readings insert key 7 (each alone would reclaim a
+/// different slot) while a third updates another key. The replacing claims of key 7
+/// serialize on the shard's lock and rescan under it, so it is installed once.
+#[test]
+fn full_size_windows_reclaim_each_key_once() {
+    // Filling 36 slots takes more loom operations than the default budget.
+    let mut model = loom::model::Builder::new();
+    model.max_branches = 100_000;
+    model.check(|| {
+        let l = Arc::new(
+            KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, Quota::per_second(5))
+                .max_keys(17)
+                .on_full(OnFull::Deny)
+                .hash_seed(3)
+                .clock(PerThreadClock)
+                .build()
+                .unwrap(),
+        );
+        set_reading(0);
+        let mut k = 100;
+        // Fill every slot (a miss that reaches no empty slot sees the whole table): at
+        // reading 0 every entry is live, so a key whose windows are full is refused.
+        let slots = l.stats().slots;
+        let mut filled = 0;
+        while filled < slots {
+            filled += u64::from(l.check(&k).is_allowed());
+            k += 1;
+        }
+        // Every other key used again at 10.8 s: live at 10.9 s (TAT 11.0 s), idle at
+        // 11.0 s. The two inserting threads disagree about which slots are free, so
+        // each alone would pick a different target for key 7.
+        set_reading(10_800);
+        for key in (100..k).step_by(2) {
+            let _ = l.check(&key);
+        }
+        let (a, b) = (l.clone(), l.clone());
+        let t1 = thread::spawn(move || {
+            set_reading(10_900);
+            a.check(&7).is_allowed()
+        });
+        let t2 = thread::spawn(move || {
+            set_reading(10_950);
+            b.check(&100).is_allowed()
+        });
+        set_reading(11_000);
+        assert!(l.check(&7).is_allowed());
+        assert!(t1.join().unwrap());
+        assert!(t2.join().unwrap());
+        set_reading(11_000);
+        assert_eq!(used(&l, 7), 2);
+        let s = l.stats();
+        assert_eq!(s.refused, 0);
+        assert!(s.idle_reclaims >= 1 && s.idle_reclaims <= 2, "{s:?}");
+    });
 }
