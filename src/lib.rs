@@ -1,4 +1,31 @@
-#![doc = include_str!("../README.md")]
+// The README is the crate's front page when every feature is on (docs.rs builds so), so
+// its examples, which use those features, are compiled as doc tests there. Any other
+// feature set gets a short page of its own that compiles with it.
+#![cfg_attr(feature = "redis", doc = include_str!("../README.md"))]
+#![cfg_attr(
+    not(feature = "redis"),
+    doc = "A lock-free, fixed-memory rate-limiter engine: GCRA token and leaky buckets, fixed
+and sliding windows, an exact sliding log, one limit or one limit per key.
+
+```
+use tollgate::{Algorithm, KeyedRateLimiter, Quota, RateLimiter};
+
+fn main() -> Result<(), tollgate::ConfigError> {
+    let one = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(100)).build()?;
+    assert!(one.check().is_allowed());
+
+    let per_user = KeyedRateLimiter::<str>::builder(Algorithm::SlidingWindow, Quota::per_minute(60))
+        .max_keys(10_000)
+        .build()?;
+    assert!(per_user.check(\"alice\").is_allowed());
+    Ok(())
+}
+```
+
+The full guide (which limiter to pick, keyed tables, the distributed mode, the
+middleware, performance) is the README, shown here when the crate's documentation is
+built with every feature (`cargo doc --all-features`, as on docs.rs)."
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
