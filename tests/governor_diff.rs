@@ -31,7 +31,8 @@ fn diff(q: Quota, seed_value: u64) -> Tally {
     let label = format!("governor diff {q:?}");
     with_seed(&label, seed_value, |rng| {
         let (ours, our_clock) = manual(Algorithm::TokenBucket, q);
-        let interval = ns(q.period()) / u64::from(q.limit());
+        // governor takes T itself; ours is the quota's interval rounded up.
+        let interval = ns(q.period()).div_ceil(u64::from(q.limit()));
         let burst = NonZeroU32::new(q.burst()).expect("burst is nonzero");
         let gq = governor::Quota::with_period(Duration::from_nanos(interval))
             .expect("interval is nonzero")

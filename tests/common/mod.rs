@@ -133,7 +133,8 @@ pub(crate) struct DebtBucket {
 impl DebtBucket {
     pub(crate) fn new(q: Quota, leaky: bool) -> Self {
         DebtBucket {
-            interval: u128::from(ns(q.period()) / u64::from(q.limit())),
+            // T rounded up, as the engine does (it never exceeds the limit).
+            interval: u128::from(ns(q.period()).div_ceil(u64::from(q.limit()))),
             burst: u128::from(q.burst()),
             debt: 0,
             last: 0,
