@@ -1,16 +1,15 @@
 //! The exact mode: one atomic Lua script, one `EVALSHA` round trip per decision.
 
-use super::{
-    bounded, lock, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT,
-};
+use super::{bounded, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
 use crate::algorithm::{Params, SLIDING_LOG_MAX_LIMIT};
-use crate::{Algorithm, Clock, Decision, InsufficientCapacity, Quota, RateLimiter};
+use crate::{
+    Algorithm, Clock, Decision, InsufficientCapacity, KeyedRateLimiter, QuantaClock, Quota,
+};
 use redis::aio::ConnectionLike;
 use redis::Script;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
@@ -36,7 +35,8 @@ const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
 /// the Redis clock that expires keys.
 const CALLER_CLOCK_GRACE_MS: u64 = 1000;
 
-/// The most keys the local fallback tracks; further keys share one limiter.
+/// The most keys the local fallback tracks at once (a fixed table: further keys take
+/// the place of idle ones, then of the entry going idle soonest).
 const FALLBACK_MAX_KEYS: usize = 1 << 16;
 
 fn script(body: &str) -> Script {
@@ -141,13 +141,16 @@ impl Plan {
         }
         Ok(match algorithm {
             Algorithm::TokenBucket | Algorithm::LeakyBucket => {
-                let t_us = p_us / u64::from(limit);
-                if t_us == 0 {
+                // More than one request per µs cannot be represented; the interval is
+                // rounded up, as the local engine rounds its nanoseconds: never more
+                // than the quota.
+                if p_us < u64::from(limit) {
                     return Err(Error::Unrepresentable(format!(
                         "{limit} per {:?} is more than one request per microsecond",
                         quota.period()
                     )));
                 }
+                let t_us = p_us.div_ceil(u64::from(limit));
                 let burst = quota.burst();
                 let tau = u128::from(t_us) * u128::from(burst);
                 if tau > u128::from(MAX_SPAN_US) {
@@ -159,16 +162,16 @@ impl Plan {
                     shaper: algorithm == Algorithm::LeakyBucket,
                 }
             }
-            Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+            // The fixed window's script never multiplies the limit by the period (its
+            // largest number is the window's end, `(k + 1)·P`): billing quotas such as
+            // 20,000 per day or 1,000 per 30 days fit.
+            Algorithm::FixedWindow => Plan::Fixed { p_us, limit },
+            Algorithm::SlidingWindow => {
                 let product = u128::from(limit) * u128::from(p_us);
                 if product > u128::from(MAX_SPAN_US) {
                     return Err(too_big("limit × period in µs", product));
                 }
-                if algorithm == Algorithm::FixedWindow {
-                    Plan::Fixed { p_us, limit }
-                } else {
-                    Plan::Sliding { p_us, limit }
-                }
+                Plan::Sliding { p_us, limit }
             }
             Algorithm::SlidingLog => {
                 debug_assert!(limit <= SLIDING_LOG_MAX_LIMIT);
@@ -221,7 +224,7 @@ impl Plan {
 /// caller's clock instead.
 ///
 /// Semantics are the local engine's ([`RateLimiter`]) in whole microseconds: the
-/// emission interval is `floor(period_µs / limit)` µs, windows are aligned to the
+/// emission interval is `⌈period_µs / limit⌉` µs (rounded up: never more than the quota), windows are aligned to the
 /// clock's zero (the Unix epoch with Redis `TIME`), and every number the scripts
 /// compute stays below 2^53 (quotas that would not are refused at build time).
 ///
@@ -272,12 +275,32 @@ enum FallbackState {
     Error,
     Allow,
     Deny,
-    Local {
-        algorithm: Algorithm,
-        quota: Quota,
-        keys: Mutex<HashMap<String, Arc<RateLimiter>>>,
-        overflow: Box<RateLimiter>,
-    },
+    /// One local limit per key, in a fixed table on the limiter's own clock.
+    Local(Box<KeyedRateLimiter<str, FallbackClock>>),
+}
+
+/// The clock of the local fallback: the caller's clock when one was given (so tests and
+/// callers with their own time see the fallback follow it), else the engine's default
+/// (Redis `TIME` is what is unreachable).
+#[derive(Clone)]
+pub(crate) struct FallbackClock(Option<Arc<dyn Fn() -> u64 + Send + Sync>>, QuantaClock);
+
+impl FallbackClock {
+    fn new(time: &TimeSource) -> Self {
+        match time {
+            TimeSource::Server => FallbackClock(None, QuantaClock::new()),
+            TimeSource::Caller(f) => FallbackClock(Some(Arc::clone(f)), QuantaClock::new()),
+        }
+    }
+}
+
+impl Clock for FallbackClock {
+    fn now(&self) -> u64 {
+        match &self.0 {
+            Some(f) => f(),
+            None => self.1.now(),
+        }
+    }
 }
 
 impl RedisRateLimiter {
@@ -520,36 +543,10 @@ impl Inner {
         match &self.fallback {
             FallbackState::Allow | FallbackState::Error => Decision::allow(limit, 0, 0, 0),
             FallbackState::Deny => Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64),
-            FallbackState::Local {
-                algorithm,
-                quota,
-                keys,
-                overflow,
-            } => {
-                let local = {
-                    let mut map = lock(keys);
-                    match map.get(key) {
-                        Some(l) => Some(Arc::clone(l)),
-                        None if map.len() < FALLBACK_MAX_KEYS => {
-                            // Validated at build time with the same algorithm and quota.
-                            RateLimiter::builder(*algorithm, *quota)
-                                .build()
-                                .ok()
-                                .map(|l| {
-                                    let l = Arc::new(l);
-                                    map.insert(key.to_owned(), Arc::clone(&l));
-                                    l
-                                })
-                        }
-                        None => None,
-                    }
-                };
-                let limiter = local.as_deref().unwrap_or(overflow);
-                // A cost past the local quota's capacity never fits locally: deny it.
-                limiter
-                    .check_n(n)
-                    .unwrap_or_else(|_| Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64))
-            }
+            // A cost past the local quota's capacity never fits locally: deny it.
+            FallbackState::Local(local) => local
+                .check_n(key, n)
+                .unwrap_or_else(|_| Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64)),
         }
     }
 }
@@ -738,12 +735,12 @@ impl RedisRateLimiterBuilder {
             Fallback::Error => FallbackState::Error,
             Fallback::Allow => FallbackState::Allow,
             Fallback::Deny => FallbackState::Deny,
-            Fallback::Local(quota) => FallbackState::Local {
-                algorithm: self.algorithm,
-                quota,
-                keys: Mutex::new(HashMap::new()),
-                overflow: Box::new(RateLimiter::builder(self.algorithm, quota).build()?),
-            },
+            Fallback::Local(quota) => FallbackState::Local(Box::new(
+                KeyedRateLimiter::builder(self.algorithm, quota)
+                    .max_keys(FALLBACK_MAX_KEYS)
+                    .clock(FallbackClock::new(&self.time))
+                    .build()?,
+            )),
         };
         let grace_ms = match self.time {
             TimeSource::Server => 0,

@@ -3,6 +3,7 @@
 #![cfg(feature = "redis")]
 
 mod differential;
+mod edges;
 mod exact;
 mod failure;
 mod hybrid;

@@ -27,4 +27,6 @@ if count + cost <= limit then
   return {1, limit - count, reset, 0, 0}
 end
 local wait = finish - now
-return {0, limit - count, wait, wait, 0}
+-- The count may exceed the limit when a deployment lowered it under the same prefix:
+-- that is a denial with nothing remaining, never a negative count.
+return {0, math.max(0, limit - count), wait, wait, 0}

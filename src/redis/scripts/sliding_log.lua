@@ -22,7 +22,8 @@ if active > 0 then
   reset = newest_ts + p - reading
 end
 if cost == 0 then
-  return {1, limit - active, reset, 0, 0}
+  -- More active entries than the limit when a deployment lowered it: none remaining.
+  return {1, math.max(0, limit - active), reset, 0, 0}
 end
 if active + cost <= limit then
   -- Members are unique: the entries logged at `now` are named now:1 .. now:c (they
@@ -49,4 +50,4 @@ end
 local size = redis.call('ZCARD', KEYS[1])
 local idx = (size - active) + cost - (limit - active) - 1
 local e = redis.call('ZRANGE', KEYS[1], idx, idx, 'WITHSCORES')
-return {0, limit - active, reset, tonumber(e[2]) + p - reading, 0}
+return {0, math.max(0, limit - active), reset, tonumber(e[2]) + p - reading, 0}
