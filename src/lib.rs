@@ -27,7 +27,7 @@ middleware, performance) is the README, shown here when the crate's documentatio
 built with every feature (`cargo doc --all-features`, as on docs.rs)."
 )]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![forbid(unsafe_op_in_unsafe_fn)]
+#![forbid(unsafe_code)]
 
 mod algorithm;
 mod cell;
