@@ -83,10 +83,11 @@ pub enum Fallback {
     Allow,
     /// Deny every request (fail closed), with `retry_after` equal to the timeout.
     Deny,
-    /// Decide with a local [`RateLimiter`] per key running the same algorithm on this
-    /// quota (typically the global quota divided by the number of instances), until
-    /// Redis answers again. At most 65,536 keys get their own local limiter; further
-    /// keys share one.
+    /// Decide locally, one limit per key, running the same algorithm on this quota
+    /// (typically the global quota divided by the number of instances) until Redis
+    /// answers again: a [`KeyedRateLimiter`](crate::KeyedRateLimiter) of 65,536 keys,
+    /// fixed memory, on the limiter's clock (the builder's
+    /// [`clock`](RedisRateLimiterBuilder::clock) when given).
     Local(Quota),
 }
 
@@ -223,8 +224,9 @@ impl Plan {
 /// instance, no client skew. [`clock`](RedisRateLimiterBuilder::clock) passes the
 /// caller's clock instead.
 ///
-/// Semantics are the local engine's ([`RateLimiter`]) in whole microseconds: the
-/// emission interval is `⌈period_µs / limit⌉` µs (rounded up: never more than the quota), windows are aligned to the
+/// Semantics are the local engine's ([`RateLimiter`](crate::RateLimiter)) in whole
+/// microseconds: the emission interval is `⌈period_µs / limit⌉` µs (rounded up: never
+/// more than the quota), windows are aligned to the
 /// clock's zero (the Unix epoch with Redis `TIME`), and every number the scripts
 /// compute stays below 2^53 (quotas that would not are refused at build time).
 ///
