@@ -26,7 +26,10 @@ use std::time::Duration;
 #[must_use = "a Decision says whether the request may proceed"]
 pub struct Decision {
     allowed: bool,
+    /// The quota's limit (requests per period).
     limit: u32,
+    /// The most admitted at once (the burst for the buckets, else the limit).
+    burst: u32,
     remaining: u32,
     reset_after_ns: u64,
     retry_after_ns: u64,
@@ -45,6 +48,7 @@ impl Decision {
         Decision {
             allowed: true,
             limit,
+            burst: limit,
             remaining,
             reset_after_ns,
             retry_after_ns: 0,
@@ -63,6 +67,7 @@ impl Decision {
         Decision {
             allowed: false,
             limit,
+            burst: limit,
             remaining,
             reset_after_ns,
             retry_after_ns,
@@ -87,21 +92,48 @@ impl Decision {
         self.allowed
     }
 
-    /// The most requests the limiter admits at once: the burst for the buckets, the
-    /// limit for the windows and the log.
+    /// The quota's limit: requests per period, what an IETF `RateLimit-Policy` header's
+    /// `q` reports. (Until 0.2 this returned the burst; that is now
+    /// [`burst`](Self::burst).)
     ///
     /// # Example
     ///
     /// ```
     /// # use tollgate::{Algorithm, Quota, RateLimiter};
     /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(100).with_burst(20)).build()?;
-    /// assert_eq!(l.check().limit(), 20);
+    /// let d = l.check();
+    /// assert_eq!((d.limit(), d.burst()), (100, 20));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[inline]
     #[must_use]
     pub const fn limit(&self) -> u32 {
         self.limit
+    }
+
+    /// The most requests admitted at once: the burst for the buckets, the limit for
+    /// the windows and the log. [`remaining`](Self::remaining) counts down from it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(60)).build()?;
+    /// assert_eq!(l.check().burst(), 60);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[inline]
+    #[must_use]
+    pub const fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    /// This decision with the quota's `limit` (for the buckets, whose decisions are
+    /// built from the burst).
+    #[inline]
+    pub(crate) const fn with_limit(mut self, limit: u32) -> Self {
+        self.limit = limit;
+        self
     }
 
     /// How many more requests of cost 1 would be admitted right now, after this one.

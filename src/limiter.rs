@@ -179,7 +179,7 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[inline]
     pub fn check_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
-        let capacity = self.capacity();
+        let capacity = self.burst();
         if n > capacity {
             return Err(InsufficientCapacity {
                 requested: n,
@@ -198,22 +198,43 @@ impl<C: Clock> RateLimiter<C> {
         }
     }
 
-    /// The most that can ever be admitted at once.
+    /// The most that can ever be admitted at once: the burst for the buckets, the
+    /// limit for the others. A larger cost is [`InsufficientCapacity`].
     ///
     /// # Example
     ///
     /// ```
     /// # use tollgate::{Algorithm, Quota, RateLimiter};
     /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10).with_burst(3)).build()?;
-    /// assert_eq!(l.capacity(), 3);
+    /// assert_eq!(l.burst(), 3);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     #[must_use]
-    pub fn capacity(&self) -> u32 {
+    pub fn burst(&self) -> u32 {
         match &self.engine {
             Engine::Packed(p, _) => p.capacity(),
             Engine::Log(l, _) => l.limit(),
         }
+    }
+
+    /// The old name of [`burst`](Self::burst).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10).with_burst(3)).build()?;
+    /// assert_eq!(l.capacity(), 3);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    #[deprecated(
+        since = "0.2.0",
+        note = "`capacity` meant several things: use `burst()`"
+    )]
+    pub fn capacity(&self) -> u32 {
+        self.burst()
     }
 
     /// The algorithm this limiter runs.

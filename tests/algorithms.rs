@@ -40,7 +40,7 @@ fn run(algorithm: Algorithm, q: Quota, steps: usize, seed_value: u64) -> Coverag
     with_seed(&label, seed_value, |rng| {
         let (limiter, clock) = manual(algorithm, q);
         let mut model = model_for(algorithm, q);
-        let capacity = limiter.capacity();
+        let capacity = limiter.burst();
         let expected_capacity = match algorithm {
             Algorithm::TokenBucket | Algorithm::LeakyBucket => q.burst(),
             _ => q.limit(),
@@ -125,7 +125,8 @@ fn run(algorithm: Algorithm, q: Quota, steps: usize, seed_value: u64) -> Coverag
                     ctx()
                 );
             }
-            assert_eq!(d.limit(), capacity, "limit: {}", ctx());
+            assert_eq!(d.burst(), capacity, "burst: {}", ctx());
+            assert_eq!(d.limit(), q.limit(), "limit: {}", ctx());
             assert_eq!(
                 d.remaining(),
                 largest_fit(&*model, t, capacity),

@@ -86,11 +86,11 @@ fn burst_on_a_window_algorithm_is_refused() {
         }
         // A burst equal to the limit is the window itself: accepted.
         let (l, _) = manual(a, Quota::per_second(10).with_burst(10));
-        assert_eq!(l.capacity(), 10);
+        assert_eq!(l.burst(), 10);
     }
     for a in BUCKETS {
         let (l, _) = manual(a, Quota::per_second(10).with_burst(25));
-        assert_eq!(l.capacity(), 25);
+        assert_eq!(l.burst(), 25);
     }
 }
 
@@ -159,7 +159,7 @@ fn spans_beyond_the_horizon_are_refused() {
         assert_msg(&e, &["horizon"]);
         // u32::MAX × 1 s is 136 years: inside the horizon.
         let (l, _) = manual(a, Quota::per_second(1).with_burst(u32::MAX));
-        assert_eq!(l.capacity(), u32::MAX);
+        assert_eq!(l.burst(), u32::MAX);
         // u32::MAX × 2 s is not.
         let q = Quota::new(1, Duration::from_secs(2)).with_burst(u32::MAX);
         let e = build_err(a, q);
@@ -190,7 +190,7 @@ fn window_layouts_too_fine_are_refused() {
             }
             // The minimum itself is accepted ...
             let (l, _) = manual(a, Quota::new(limit, Duration::from_nanos(min)));
-            assert_eq!(l.capacity(), limit);
+            assert_eq!(l.burst(), limit);
             // ... one nanosecond less is not, and the message names the minimum.
             if min > 1 {
                 let q = Quota::new(limit, Duration::from_nanos(min - 1));
@@ -264,7 +264,7 @@ fn costs_beyond_capacity_are_errors_not_denials() {
             };
             let cap = capacity(a, q);
             let (l, _) = manual(a, q);
-            assert_eq!(l.capacity(), cap);
+            assert_eq!(l.burst(), cap);
             for n in [cap + 1, cap * 2, u32::MAX] {
                 assert_eq!(
                     l.check_n(n),
@@ -295,7 +295,7 @@ fn costs_beyond_capacity_are_errors_not_denials() {
 
 /// Fills `l` to its capacity, checks that one more is denied with a positive wait.
 fn fill(l: &RateLimiter<ManualClock>) {
-    let cap = l.capacity();
+    let cap = l.burst();
     let d = l.check_n(cap).unwrap();
     assert!(
         d.is_allowed(),
@@ -347,7 +347,7 @@ fn u32_max_limits_do_not_overflow() {
     ];
     for (a, q) in quotas {
         let (l, clock) = manual(a, q);
-        let cap = l.capacity();
+        let cap = l.burst();
         assert_eq!(l.check_n(0).unwrap().remaining(), cap, "{a:?} {q:?}");
         assert!(l.check_n(cap - 1).unwrap().is_allowed(), "{a:?} {q:?}");
         let d = l.check_n(0).unwrap();
@@ -409,7 +409,7 @@ fn assert_fresh(old: &RateLimiter<ManualClock>, now: Duration, what: &str) {
         .clock(clock)
         .build()
         .unwrap();
-    let cap = old.capacity();
+    let cap = old.burst();
     for n in [0, cap, 1, 0] {
         let a = old.check_n(n).unwrap();
         let b = fresh.check_n(n).unwrap();
@@ -474,7 +474,7 @@ fn duration_max_advances_saturate() {
             clock.advance(Duration::MAX);
             // u64::MAX is read as the horizon: the key is fresh there.
             let d = l.check_n(0).unwrap();
-            assert_eq!(d.remaining(), l.capacity(), "{a:?} {q:?}");
+            assert_eq!(d.remaining(), l.burst(), "{a:?} {q:?}");
             fill(&l);
             clock.advance(Duration::MAX);
             let d = l.check();
@@ -515,7 +515,7 @@ fn stepping_back_never_re_earns_capacity() {
                     "{a:?} {q:?}: a peek is never denied: {peek:?}"
                 );
                 assert_eq!(peek.remaining(), 0, "{a:?} {q:?} at {back:?}");
-                assert!(!l.check_n(l.capacity()).unwrap().is_allowed());
+                assert!(!l.check_n(l.burst()).unwrap().is_allowed());
             }
         }
     }
@@ -535,7 +535,7 @@ fn backward_steps_admit_nothing_beyond_the_quota() {
                 let (l, clock) = manual(a, q);
                 let mut model = model_for(a, q);
                 let p = ns(q.period());
-                let cap = l.capacity();
+                let cap = l.burst();
                 let mut max_seen = 0u64;
                 let mut effective = 0u64;
                 let mut admitted = 0u64;

@@ -54,7 +54,7 @@ fn frozen_clock_admits_exactly_the_capacity() {
             let (limiter, clock) = manual(a, q);
             clock.advance(Duration::from_millis(1_234));
             let limiter = Arc::new(limiter);
-            let cap = limiter.capacity();
+            let cap = limiter.burst();
             let l = Arc::clone(&limiter);
             // Every thread alone asks for the whole capacity, one request at a time.
             let admitted: u32 = on_threads(move |_| {
@@ -77,7 +77,7 @@ fn frozen_clock_mixed_costs_account_exactly() {
         for q in quotas(a) {
             let (limiter, _clock) = manual(a, q);
             let limiter = Arc::new(limiter);
-            let cap = limiter.capacity();
+            let cap = limiter.burst();
             let l = Arc::clone(&limiter);
             // Costs 1..=3 (and some zero-cost peeks): the admitted costs plus what is
             // left must be exactly the capacity; every remaining() seen is consistent.
@@ -143,7 +143,7 @@ fn advancing_clock_never_exceeds_the_quota() {
                 Arc::clone(&stop),
                 Arc::clone(&total),
             );
-            let cap = limiter.capacity();
+            let cap = limiter.burst();
             on_threads(move |i| {
                 let mut rng = fastrand::Rng::with_seed(i as u64);
                 let mut check = || {
@@ -209,7 +209,7 @@ fn a_clock_stepping_back_under_contention_never_exceeds_the_quota() {
                 Arc::clone(&total),
                 Arc::clone(&latest),
             );
-            let cap = limiter.capacity();
+            let cap = limiter.burst();
             on_threads(move |i| {
                 let mut rng = fastrand::Rng::with_seed(0x5EED + i as u64);
                 let check = |rng: &mut fastrand::Rng| {

@@ -42,7 +42,7 @@ fn tiny(algorithm: Algorithm, limit: u32, policy: OnFull, clock: &ManualClock) -
 /// How much of its quota `key`'s state has used (0 when the key is not tracked).
 fn used<C: Clock>(l: &KeyedRateLimiter<u64, C>, key: u64) -> u32 {
     let d = l.check_n(&key, 0).unwrap();
-    d.limit() - d.remaining()
+    d.burst() - d.remaining()
 }
 
 /// Two threads insert the same new key into the same empty slot: one claims it, the
@@ -169,7 +169,7 @@ fn two_threads_reclaim_for_the_same_new_key() {
         assert!(t.join().unwrap());
         // One state for B, holding both requests (a duplicate would show one).
         let d = l.check_n(&B, 0).unwrap();
-        assert_eq!(d.limit() - d.remaining(), 2);
+        assert_eq!(d.burst() - d.remaining(), 2);
         let s = l.stats();
         assert_eq!((s.idle_reclaims, s.evictions, s.refused), (1, 0, 0));
     });

@@ -33,6 +33,8 @@ pub(crate) struct Gcra {
     /// `burst · T`, ns.
     tau: u64,
     burst: u32,
+    /// The quota's limit, reported by decisions next to the burst.
+    limit: u32,
     /// LeakyBucket: report the hold time in `Decision::delay`.
     shaper: bool,
 }
@@ -62,12 +64,18 @@ impl Gcra {
             // tau <= HORIZON_NS < u64::MAX by the check above.
             tau: tau as u64,
             burst,
+            limit: quota.limit(),
             shaper,
         })
     }
 
     pub(crate) fn burst(&self) -> u32 {
         self.burst
+    }
+
+    /// The quota's limit.
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit
     }
 
     /// `now <= HORIZON_NS`, `tat <= HORIZON_NS + tau` (an invariant of the states this
@@ -85,14 +93,16 @@ impl Gcra {
         if cost == 0 || new_tat <= horizon {
             let remaining = (horizon.saturating_sub(new_tat) / self.t) as u32;
             let delay = if self.shaper { base - now } else { 0 };
-            let d = Decision::allow(self.burst, remaining, new_tat - now, delay);
+            let d =
+                Decision::allow(self.burst, remaining, new_tat - now, delay).with_limit(self.limit);
             let next = if cost == 0 { None } else { Some(new_tat) };
             (next, d)
         } else {
             let remaining = (horizon.saturating_sub(base) / self.t) as u32;
             (
                 None,
-                Decision::deny(self.burst, remaining, base - now, new_tat - horizon),
+                Decision::deny(self.burst, remaining, base - now, new_tat - horizon)
+                    .with_limit(self.limit),
             )
         }
     }

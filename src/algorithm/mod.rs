@@ -149,6 +149,16 @@ impl PackedParams {
         }
     }
 
+    /// The quota's limit (what decisions report as `limit()`).
+    #[inline]
+    pub(crate) fn limit(&self) -> u32 {
+        match self {
+            PackedParams::Gcra(p) => p.limit(),
+            PackedParams::Fixed(p) => p.limit(),
+            PackedParams::Sliding(p) => p.limit(),
+        }
+    }
+
     /// The largest cost ever admitted at once.
     #[inline]
     pub(crate) fn capacity(&self) -> u32 {

@@ -331,7 +331,10 @@ impl PackedTable {
             }
             OnFull::Deny => {
                 Shard::bump(&shard.refused);
-                Some(scan.refusal(self.params.capacity(), now))
+                Some(
+                    scan.refusal(self.params.capacity(), now)
+                        .with_limit(self.params.limit()),
+                )
             }
             OnFull::Allow => {
                 Shard::bump(&shard.untracked);

@@ -437,18 +437,35 @@ impl RedisRateLimiter {
         format!("{}:{{{key}}}", self.inner.prefix)
     }
 
-    /// The most that can ever be admitted at once.
+    /// The most that can ever be admitted at once (the burst for the buckets, the
+    /// limit for the others): a larger cost is [`Error::InsufficientCapacity`].
     ///
     /// # Example
     ///
     /// ```no_run
     /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
-    /// assert!(limiter.capacity() >= 1);
+    /// assert!(limiter.burst() >= 1);
     /// # }
     /// ```
     #[must_use]
-    pub fn capacity(&self) -> u32 {
+    pub fn burst(&self) -> u32 {
         self.inner.plan.capacity()
+    }
+
+    /// The old name of [`burst`](Self::burst).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # #![allow(deprecated)]
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// assert_eq!(limiter.capacity(), limiter.burst());
+    /// # }
+    /// ```
+    #[must_use]
+    #[deprecated(since = "0.2.0", note = "use `burst()`")]
+    pub fn capacity(&self) -> u32 {
+        self.burst()
     }
 
     /// The algorithm this limiter runs.
@@ -533,8 +550,8 @@ impl Inner {
         };
         let (reset, retry, delay) = (ns(reset)?, ns(retry)?, ns(delay)?);
         match allowed {
-            1 => Ok(Decision::allow(limit, remaining, reset, delay)),
-            0 => Ok(Decision::deny(limit, remaining, reset, retry)),
+            1 => Ok(Decision::allow(limit, remaining, reset, delay).with_limit(self.quota.limit())),
+            0 => Ok(Decision::deny(limit, remaining, reset, retry).with_limit(self.quota.limit())),
             _ => Err(bad()),
         }
     }
@@ -543,8 +560,11 @@ impl Inner {
         self.fallbacks.fetch_add(1, Ordering::Relaxed);
         let limit = self.plan.capacity();
         match &self.fallback {
-            FallbackState::Allow | FallbackState::Error => Decision::allow(limit, 0, 0, 0),
-            FallbackState::Deny => Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64),
+            FallbackState::Allow | FallbackState::Error => {
+                Decision::allow(limit, 0, 0, 0).with_limit(self.quota.limit())
+            }
+            FallbackState::Deny => Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64)
+                .with_limit(self.quota.limit()),
             // A cost past the local quota's capacity never fits locally: deny it.
             FallbackState::Local(local) => local
                 .check_n(key, n)

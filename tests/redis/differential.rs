@@ -43,7 +43,7 @@ async fn compare(server: &RedisServer, case: usize, algorithm: Algorithm, quota:
         .await
         .expect("remote");
     let period_us = quota.period().as_micros() as u64;
-    let capacity = local.capacity();
+    let capacity = local.burst();
     let mut allowed = 0;
     for step in 0..600 {
         // Mostly small steps (contention), sometimes a whole period or more (idle).
