@@ -38,6 +38,7 @@ mod keyed;
 mod limiter;
 mod quota;
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod sync;
 
