@@ -134,7 +134,7 @@ fn set_reading(ms: u64) {
 
 /// Two threads insert the same new key B into a full window at once, with readings
 /// that disagree: at 10.5 s key A's slot is idle, at 10.4 s it is not (but C's is). Each
-/// thread alone would reclaim a different slot; the shard's claim lock and the rescan
+/// thread alone would reclaim a different slot; the key's claim lock and the rescan
 /// under it make sure B is installed once, holding both admissions.
 #[test]
 fn two_threads_reclaim_for_the_same_new_key() {
@@ -309,7 +309,7 @@ fn full_size_windows_insert_each_key_once() {
 /// The same full-size table, no slot empty, half the entries idle at 10.9 s and all at
 /// 11 s: two threads with those readings insert key 7 (each alone would reclaim a
 /// different slot) while a third updates another key. The replacing claims of key 7
-/// serialize on the shard's lock and rescan under it, so it is installed once.
+/// serialize on the key's claim lock and rescan under it, so it is installed once.
 #[test]
 fn full_size_windows_reclaim_each_key_once() {
     // Filling 36 slots takes more loom operations than the default budget.

@@ -1,5 +1,5 @@
 //! Where a key lives: the table's geometry, the key's fingerprint, its two candidate
-//! windows, and the per-shard counters and claim lock.
+//! windows, the per-shard counters, and the claim locks.
 //!
 //! A key is hashed once with a randomly seeded `ahash` into `h: u64`.
 //!
@@ -239,12 +239,9 @@ fn default_shards(slots: usize) -> usize {
     shards
 }
 
-/// Per-shard counters and the shard's claim lock, on their own cache lines.
+/// Per-shard counters and the reclaim stamp, on their own cache lines.
 #[derive(Debug, Default)]
 pub(crate) struct Shard {
-    /// Serializes the claims that replace an entry (idle reclaim, eviction) within
-    /// this shard, so that one key can never be installed twice.
-    pub(crate) claim: Mutex<()>,
     /// The newest clock reading at which an entry of this shard was reclaimed or
     /// evicted (a running maximum). A key found missing is decided no earlier than
     /// this: its old entry, if it had one here, was idle (or forgotten) at that
@@ -474,6 +471,46 @@ impl<S: Copy> ClaimScan<S> {
             .map_or(1, |(_, at)| at.saturating_sub(now))
             .max(1);
         Decision::deny(capacity, 0, wait, wait)
+    }
+}
+
+/// The locks that serialize the claims replacing an entry (idle reclaim, eviction).
+///
+/// All replacing claims of one key take the same lock (chosen by its fingerprint), and
+/// rescan the key's windows under it: together with the fixed probe order, a key is
+/// never installed twice. Claims of different keys usually take different locks and
+/// run in parallel, even within one shard: after warm-up, when every new key replaces
+/// an idle entry, a flood of new keys is not serialized on one mutex per shard. Two
+/// claims of different keys that pick the same slot are settled by the slot's own
+/// compare-and-swap (packed table) or lock (sliding log): the loser looks again.
+pub(crate) struct ClaimLocks {
+    locks: Box<[Mutex<()>]>,
+}
+
+impl ClaimLocks {
+    /// One lock per 64 slots (about 0.1 byte per slot), a power of two from 1 to 4,096.
+    fn count(slots: usize) -> usize {
+        (slots / 64).clamp(1, 4096).next_power_of_two().min(4096)
+    }
+
+    /// The locks for a table of `slots` slots.
+    pub(crate) fn new(slots: usize) -> Self {
+        ClaimLocks {
+            locks: (0..Self::count(slots)).map(|_| Mutex::new(())).collect(),
+        }
+    }
+
+    /// Bytes of the locks of a table of `slots` slots.
+    pub(crate) fn bytes(slots: usize) -> usize {
+        Self::count(slots) * std::mem::size_of::<Mutex<()>>()
+    }
+
+    /// The lock of the key with fingerprint `fp`: its bits mixed, so that keys sharing
+    /// a shard or a window spread over the locks.
+    #[inline]
+    pub(crate) fn of(&self, fp: u64) -> &Mutex<()> {
+        let mixed = fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        &self.locks[mixed as usize & (self.locks.len() - 1)]
     }
 }
 

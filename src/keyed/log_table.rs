@@ -9,9 +9,10 @@
 //! An atomic copy of the fingerprint (the *hint*, written only under the slot's lock)
 //! lets lookups skip the slots of other keys without locking them.
 //!
-//! Every claim (of an empty, idle or evicted slot) holds the shard's claim lock and
-//! rescans under it, so a key is never present twice. Empty slots are taken before idle
-//! ones. A claim that replaces an entry first raises the shard's `reclaimed_at` stamp,
+//! Every claim (of an empty, idle or evicted slot) holds the key's claim lock (see
+//! `ClaimLocks`) and rescans under it, so a key is never present twice; the chosen slot
+//! is checked again under its own lock (a claim of another key may have taken it).
+//! Empty slots are taken before idle ones. A claim that replaces an entry first raises the shard's `reclaimed_at` stamp,
 //! and every claim decides at no earlier reading than the stamp: a request that read
 //! the clock before its own key's slot was reclaimed (or on a lagging core) cannot
 //! decide the key fresh while its old log still held quota back (see `table` for the
@@ -20,7 +21,8 @@
 //! [`ConfigError::InvalidCapacity`]: crate::ConfigError::InvalidCapacity
 
 use super::layout::{
-    fingerprint, new_shards, totals, ClaimScan, Geometry, Location, Shard, Stripes, Totals,
+    fingerprint, new_shards, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes,
+    Totals,
 };
 use super::OnFull;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
@@ -50,6 +52,7 @@ pub(crate) struct LogTable {
     /// Every slot's timestamps, `limit` per slot.
     stamps: Box<[PlainAtomicU64]>,
     shards: Box<[CachePadded<Shard>]>,
+    claims: ClaimLocks,
     counts: Stripes,
     geo: Geometry,
     params: SlidingLog,
@@ -64,6 +67,7 @@ impl LogTable {
         n.checked_mul(params.ring_bytes())?
             .checked_add(n.checked_mul(std::mem::size_of::<Slot>())?)?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
+            .checked_add(ClaimLocks::bytes(n))?
             .checked_add(Stripes::BYTES)
     }
 
@@ -99,6 +103,7 @@ impl LogTable {
             slots: slots.into_boxed_slice(),
             stamps: stamps.into_boxed_slice(),
             shards: new_shards(geo.shards()),
+            claims: ClaimLocks::new(n),
             counts: Stripes::new(),
             geo,
             params,
@@ -111,6 +116,7 @@ impl LogTable {
         std::mem::size_of_val(&*self.slots)
             + std::mem::size_of_val(&*self.stamps)
             + std::mem::size_of_val(&*self.shards)
+            + ClaimLocks::bytes(self.slots.len())
             + self.counts.memory_bytes()
     }
 
@@ -181,12 +187,12 @@ impl LogTable {
         d
     }
 
-    /// Finds or installs the key under the shard's claim lock.
+    /// Finds or installs the key under its claim lock.
     fn claim(&self, fp: u64, loc: &Location, now: u64, cost: u32) -> Decision {
         let shard = &self.shards[loc.shard];
-        let _guard = lock(&shard.claim);
-        // Every replacing claim stamps under this lock: this reading is no older than
-        // any reclaim of this key's old slot.
+        let _guard = lock(self.claims.of(fp));
+        // Every replacing claim stamps before it installs: this reading is no older
+        // than any reclaim of this key's old slot.
         let now = shard.floor(now);
         loop {
             let mut empty = ClaimScan::new();
@@ -197,25 +203,27 @@ impl LogTable {
                     return self.step(i, &mut e, now, cost);
                 }
                 if e.fp == 0 {
-                    empty.free(wi, i);
+                    empty.free(wi, (i, 0));
                 } else if self.params.cursor_is_idle(e.cursor, now) {
-                    idle.free(wi, i);
+                    idle.free(wi, (i, e.fp));
                 } else {
                     empty.live(wi);
                     idle.live(wi);
-                    idle.rank(i, self.params.cursor_idle_at(e.cursor));
+                    idle.rank((i, e.fp), self.params.cursor_idle_at(e.cursor));
                 }
             }
-            if let Some(i) = empty.target() {
+            // Between the scan and the slot's lock, a claim of another key may have
+            // taken the slot, or its owner logged a request: then look again.
+            if let Some((i, _)) = empty.target() {
                 let mut e = lock(&self.slots[i].entry);
-                return self.install(i, &mut e, fp, now, cost);
+                if e.fp == 0 {
+                    return self.install(i, &mut e, fp, now, cost);
+                }
+                continue;
             }
-            if let Some(i) = idle.target() {
+            if let Some((i, seen)) = idle.target() {
                 let mut e = lock(&self.slots[i].entry);
-                // Only this shard's claims change a slot's key, and we hold its lock;
-                // but the owner may have logged a request since we looked: then look
-                // again.
-                if self.params.cursor_is_idle(e.cursor, now) {
+                if e.fp == seen && self.params.cursor_is_idle(e.cursor, now) {
                     shard.stamp(now);
                     Shard::bump(&shard.idle_reclaims);
                     return self.install(i, &mut e, fp, now, cost);
@@ -223,8 +231,11 @@ impl LogTable {
                 continue;
             }
             return match (self.on_full, idle.victim()) {
-                (OnFull::Evict, Some(i)) => {
+                (OnFull::Evict, Some((i, seen))) => {
                     let mut e = lock(&self.slots[i].entry);
+                    if e.fp != seen {
+                        continue;
+                    }
                     shard.stamp(now);
                     Shard::bump(&shard.evictions);
                     self.install(i, &mut e, fp, now, cost)

@@ -121,7 +121,8 @@ pub struct Stats {
 ///   at once, and an attacker who does not know the seed cannot craft collisions.
 /// * **Concurrency**: `Send + Sync`; for the packed algorithms lookups, updates and
 ///   claims of empty slots are lock-free (one 16-byte compare-and-swap per decision);
-///   replacing an entry takes its shard's claim lock for one short scan. Concurrent
+///   replacing an entry takes the key's claim lock (one of up to 4,096) for one short
+///   scan, so new keys of one shard are not serialized on one mutex. Concurrent
 ///   callers never get more than the quota between them.
 ///
 /// # Example
@@ -355,7 +356,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
         }
     }
 
-    /// Splits the table into `n` shards (each with its own counters and claim lock).
+    /// Splits the table into `n` shards (each with its own counters and reclaim stamp).
     /// The default is a few per core, each of at least 3,072 slots.
     ///
     /// [`build`](Self::build) refuses ([`ConfigError::InvalidShards`]) a count that is

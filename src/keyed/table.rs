@@ -22,9 +22,16 @@
 //!   both succeed in different slots: the one whose target comes later in the order
 //!   read the other's target after it was claimed and so saw the key there.
 //! * **claim of an occupied slot** (idle reclaim, eviction): only when the scan found no
-//!   empty slot (and none can appear again). These claims take the shard's claim lock
-//!   and rescan under it, so all replacing claims of one key are serialized; together
-//!   with the rule above, a key is never present twice.
+//!   empty slot (and none can appear again). These claims take the key's claim lock
+//!   (one of a table-wide set, chosen by the fingerprint: see `ClaimLocks`) and rescan
+//!   under it, so all replacing claims of one key are serialized; together with the
+//!   rule above, a key is never present twice. Claims of other keys, even in the same
+//!   shard, usually hold other locks and proceed in parallel; when two pick the same
+//!   slot, its compare-and-swap lets one win and the other start over. Ranking the
+//!   candidates is one comparison per entry: a state's *idle stamp* (the time from
+//!   which it says nothing, `PackedParams::idle_at`) is read off the state itself (a
+//!   bucket's theoretical arrival time, a window's end), so no step runs under the
+//!   lock.
 //!
 //! * **a request in flight across a reclaim**: a request reads the clock once, before
 //!   its lookup. If, meanwhile, another thread with a later reading found the key idle
@@ -41,7 +48,8 @@
 //! lock for one scan of two windows and one CAS.
 
 use super::layout::{
-    fingerprint, new_shards, totals, ClaimScan, Geometry, Location, Shard, Stripes, Totals,
+    fingerprint, new_shards, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes,
+    Totals,
 };
 use super::OnFull;
 use crate::algorithm::PackedParams;
@@ -81,6 +89,7 @@ struct Line([AtomicU128; 4]);
 pub(crate) struct PackedTable {
     lines: Box<[Line]>,
     shards: Box<[CachePadded<Shard>]>,
+    claims: ClaimLocks,
     counts: Stripes,
     geo: Geometry,
     params: PackedParams,
@@ -95,6 +104,7 @@ impl PackedTable {
             .div_ceil(4)
             .checked_mul(std::mem::size_of::<Line>())?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
+            .checked_add(ClaimLocks::bytes(geo.slots()))?
             .checked_add(Stripes::BYTES)
     }
 
@@ -116,6 +126,7 @@ impl PackedTable {
         Ok(PackedTable {
             lines: lines.into_boxed_slice(),
             shards: new_shards(geo.shards()),
+            claims: ClaimLocks::new(geo.slots()),
             counts: Stripes::new(),
             geo,
             params,
@@ -127,6 +138,7 @@ impl PackedTable {
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.lines)
             + std::mem::size_of_val(&*self.shards)
+            + ClaimLocks::bytes(self.geo.slots())
             + self.counts.memory_bytes()
     }
 
@@ -275,12 +287,12 @@ impl PackedTable {
         }
     }
 
-    /// The claim of a full pair of windows, under the shard's claim lock: rescan, then
+    /// The claim of a full pair of windows, under the key's claim lock: rescan, then
     /// reclaim an idle entry, or apply the `OnFull` policy. `None` when a CAS lost a
     /// race and the whole request should start over.
     fn claim_locked(&self, fp: u64, loc: &Location, now: u64, cost: u32) -> Option<Decision> {
         let shard = &self.shards[loc.shard];
-        let _guard = lock(&shard.claim);
+        let _guard = lock(self.claims.of(fp));
         // A reclaim may have happened since the caller's scan.
         let now = shard.floor(now);
         let mut scan = ClaimScan::new();
