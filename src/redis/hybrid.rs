@@ -53,19 +53,36 @@ pub struct HybridStats {
 }
 
 /// One window's counts as this instance sees them.
+///
+/// Redis keeps, per key and window, one field per instance holding that instance's
+/// *cumulative* admissions in the window. A sync sets our field to `own` (never adds),
+/// so a sync retried after a lost reply counts nothing twice.
 #[derive(Clone, Copy, Debug, Default)]
 struct Win {
-    /// The global count read back at the last sync (includes our flushed counts).
+    /// The global count read back at the last sync: every instance's field summed,
+    /// ours as `own_synced`.
     global: u64,
-    /// Our admissions not yet sent.
-    pending: u64,
-    /// Our admissions sent by the sync in progress.
-    inflight: u64,
+    /// Our cumulative admissions in this window.
+    own: u64,
+    /// Our cumulative count as included in `global`.
+    own_synced: u64,
 }
 
 impl Win {
+    /// The global count as this instance sees it: the last global count with our own
+    /// admissions since then.
     fn estimate(&self) -> u64 {
-        self.global + self.pending + self.inflight
+        self.global.saturating_sub(self.own_synced) + self.own
+    }
+
+    /// What a sync writes for this window: our count, or -1 when we never admitted
+    /// anything in it (read only, so no empty hash is created).
+    fn to_send(self) -> i64 {
+        if self.own == 0 {
+            -1
+        } else {
+            i64::try_from(self.own).unwrap_or(i64::MAX)
+        }
     }
 }
 
@@ -74,6 +91,16 @@ impl Win {
 struct Entry {
     k: u64,
     w: [Win; 2],
+    /// Decided since the last sync collected it: its global counts are worth reading.
+    touched: bool,
+}
+
+impl Entry {
+    /// Whether the next sync must include this key: it has admissions Redis has not
+    /// confirmed, or it was used since the last sync (so others' counts matter).
+    fn dirty(&self) -> bool {
+        self.touched || self.w.iter().any(|w| w.own != w.own_synced)
+    }
 }
 
 impl Entry {
@@ -91,7 +118,9 @@ impl Entry {
     }
 }
 
-type Table = HashMap<Box<str>, Entry, ahash::RandomState>;
+/// Keys are `Arc<str>` so that a sync takes them out of the table without allocating
+/// under the shard's lock.
+type Table = HashMap<Arc<str>, Entry, ahash::RandomState>;
 
 /// One shard of the key table, on its own cache lines.
 struct Shard {
@@ -102,12 +131,17 @@ struct Shard {
 /// A distributed limiter that decides locally, at in-memory speed, and shares its
 /// counts through Redis in the background (FixedWindow and SlidingWindow).
 ///
-/// Each instance counts its own admissions per key and window. A background task
-/// sends, every sync interval `I`, all the counts that changed since the last sync and
-/// reads back the global count of every tracked key, in one pipelined round trip (one
-/// atomic script per key: `INCRBY` and `PEXPIRE` together). A decision compares the
-/// last global count plus this instance's unsent admissions with the limit; it never
-/// waits on the network.
+/// Each instance counts its own admissions per key and window. Redis keeps, per key
+/// and window, a hash with one field per instance: that instance's *cumulative*
+/// admissions in the window. A background task, every sync interval `I`, sets this
+/// instance's fields for the keys that changed or were used since the last sync and
+/// reads back their global counts (the fields summed), in one pipelined round trip
+/// (one atomic script per key; the hash's TTL is set with every write). Setting a
+/// cumulative count is idempotent: a sync whose reply was lost (a timeout while Redis
+/// still ran it) is simply sent again, and nothing is counted twice. Keys neither used
+/// nor changed since the last sync cost nothing, so a sync costs what changed, not
+/// what is tracked. A decision compares the last global count plus this instance's
+/// admissions since then with the limit; it never waits on the network.
 ///
 /// # Overshoot bound
 ///
@@ -115,14 +149,17 @@ struct Shard {
 /// interval `I` and Redis round-trip time `d`, the global count of one window exceeds
 /// the limit by at most `3·N·r·(I + d)`: an instance's view of a tracked key misses at
 /// most the last `2·(I + d)` of the others' admissions, and a key an instance has not
-/// seen before is decided with no global count for up to `I + d`. (For `FixedWindow`
+/// seen before (or has not used since its last sync) is decided with no (or an old)
+/// global count for up to `I + d`, until the next sync reads it. Failed syncs widen
+/// `I` to the time between two successful ones ([`HybridStats::max_sync_gap_ns`]). (For `FixedWindow`
 /// the excess is also never more than `(N − 1)·limit`, since no instance alone admits
 /// more than the limit.) Redis round trips per decision are at most
 /// `1 / (r·I)` per instance. Windows are aligned to the Unix epoch and
 /// instances' clocks must agree to well within a window.
 ///
-/// If Redis is unavailable, decisions continue locally; unsent counts are kept and
-/// sent with the next successful sync ([`HybridStats::sync_errors`] counts failures).
+/// If Redis is unavailable, decisions continue locally; the cumulative counts go with
+/// the next successful sync ([`HybridStats::sync_errors`] counts failures), which also
+/// restores counts a restarted Redis lost.
 ///
 /// The number of tracked keys is bounded ([`max_keys`](HybridRateLimiterBuilder::max_keys)):
 /// keys idle for a window (two for `SlidingWindow`) are dropped at each sync, and while
@@ -171,6 +208,8 @@ struct Inner {
     /// Keys per shard.
     shard_cap: usize,
     sync_lock: tokio::sync::Mutex<()>,
+    /// This instance's field name in the per-window hashes: random per limiter.
+    instance: String,
     round_trips: AtomicU64,
     sync_errors: AtomicU64,
     untracked: AtomicU64,
@@ -195,11 +234,12 @@ enum Window {
     Sliding(SlidingWindow),
 }
 
-/// One key's share of a sync: what was sent, for which window.
+/// One key's share of a sync: the cumulative counts sent, for which window.
 struct Sent {
-    key: Box<str>,
+    key: Arc<str>,
     k: u64,
-    add: [u64; 2],
+    own: [u64; 2],
+    send: [i64; 2],
 }
 
 impl HybridRateLimiter {
@@ -393,6 +433,7 @@ impl Inner {
                 Entry {
                     k: k_now,
                     w: [Win::default(); 2],
+                    touched: false,
                 },
             );
         }
@@ -406,8 +447,9 @@ impl Inner {
             Window::Sliding(s) => s.decide(&s.at(k, t, entry.w[0].estimate(), curr), t, n),
         };
         if d.is_allowed() {
-            entry.w[1].pending += u64::from(n);
+            entry.w[1].own += u64::from(n);
         }
+        entry.touched = true;
         d
     }
 
@@ -416,6 +458,10 @@ impl Inner {
         matches!(self.window, Window::Sliding(_))
     }
 
+    /// One sync: sends the cumulative counts of every key that changed or was used
+    /// since the last sync, and reads back their global counts, in one pipelined round
+    /// trip. Keys neither used nor changed cost nothing. Shard locks are held only to
+    /// collect and to apply (no network I/O, no allocation per key under them).
     async fn sync(&self) -> Result<usize, Error> {
         let _one_at_a_time = self.sync_lock.lock().await;
         let t = self.now_ns();
@@ -425,18 +471,18 @@ impl Inner {
         for shard in self.shards.iter() {
             let mut table = lock(&shard.table);
             table.retain(|_, e| e.k + keep > k_now);
-            sent.extend(table.iter_mut().map(|(key, e)| {
-                let add = [e.w[0].pending, e.w[1].pending];
-                for w in &mut e.w {
-                    w.inflight += w.pending;
-                    w.pending = 0;
+            for (key, e) in table.iter_mut() {
+                if !e.dirty() {
+                    continue;
                 }
-                Sent {
-                    key: key.clone(),
+                e.touched = false;
+                sent.push(Sent {
+                    key: Arc::clone(key),
                     k: e.k,
-                    add,
-                }
-            }));
+                    own: [e.w[0].own, e.w[1].own],
+                    send: [e.w[0].to_send(), e.w[1].to_send()],
+                });
+            }
         }
         if sent.is_empty() {
             self.note_sync();
@@ -458,8 +504,10 @@ impl Inner {
                 .arg(2)
                 .arg(self.redis_key(&s.key, prev_k))
                 .arg(self.redis_key(&s.key, s.k))
-                .arg(s.add[0])
-                .arg(s.add[1])
+                .arg(&self.instance)
+                // Window k − 1 does not exist before window 1.
+                .arg(if s.k == 0 { -1 } else { s.send[0] })
+                .arg(s.send[1])
                 .arg(ttl(prev_k))
                 .arg(ttl(s.k));
         }
@@ -488,35 +536,24 @@ impl Inner {
                     if e.k == s.k {
                         if s.k > 0 {
                             e.w[0].global = g_prev;
+                            e.w[0].own_synced = s.own[0];
                         }
-                        e.w[0].inflight = e.w[0].inflight.saturating_sub(s.add[0]);
                         e.w[1].global = g_curr;
-                        e.w[1].inflight = e.w[1].inflight.saturating_sub(s.add[1]);
+                        e.w[1].own_synced = s.own[1];
                     } else if e.k == s.k + 1 {
                         e.w[0].global = g_curr;
-                        e.w[0].inflight = e.w[0].inflight.saturating_sub(s.add[1]);
+                        e.w[0].own_synced = s.own[1];
                     }
                 }
                 self.note_sync();
                 Ok(sent.len())
             }
             Err(err) => {
-                // Keep the counts: they go with the next sync.
+                // Nothing to give back: the next sync sends the cumulative counts
+                // again (still unconfirmed, so still dirty) and reads these keys again.
                 for s in &sent {
-                    let mut table = lock(&self.shard(&s.key).table);
-                    let Some(e) = table.get_mut(&s.key) else {
-                        continue;
-                    };
-                    let give_back = |w: &mut Win, add: u64| {
-                        let back = w.inflight.min(add);
-                        w.inflight -= back;
-                        w.pending += back;
-                    };
-                    if e.k == s.k {
-                        give_back(&mut e.w[0], s.add[0]);
-                        give_back(&mut e.w[1], s.add[1]);
-                    } else if e.k == s.k + 1 {
-                        give_back(&mut e.w[0], s.add[1]);
+                    if let Some(e) = lock(&self.shard(&s.key).table).get_mut(&s.key) {
+                        e.touched = true;
                     }
                 }
                 self.sync_errors.fetch_add(1, Ordering::Relaxed);
@@ -761,6 +798,10 @@ impl HybridRateLimiterBuilder {
             hasher: ahash::RandomState::new(),
             shard_cap: self.max_keys.div_ceil(shards),
             sync_lock: tokio::sync::Mutex::new(()),
+            instance: format!(
+                "{:016x}",
+                ahash::RandomState::new().hash_one(std::process::id())
+            ),
             round_trips: AtomicU64::new(0),
             sync_errors: AtomicU64::new(0),
             untracked: AtomicU64::new(0),

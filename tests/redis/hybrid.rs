@@ -310,12 +310,9 @@ async fn outage_keeps_counts_ttls_and_key_bound() {
     }
     let mut conn = server.conn().await;
     let key = "outage:{a}:720"; // window 7210 s / 10 s
-    let count: u64 = tollgate::redis::redis::cmd("GET")
-        .arg(key)
-        .query_async(&mut conn)
-        .await
-        .expect("get");
-    assert_eq!(count, 4);
+                                // The restarted server lost the first 3; each instance sends its cumulative count,
+                                // so the next sync restores all 7 (a count of what was sent since would say 4).
+    assert_eq!(global(server.conn().await, key).await, 7);
     let ttl: i64 = tollgate::redis::redis::cmd("PTTL")
         .arg(key)
         .query_async(&mut conn)
@@ -333,6 +330,104 @@ async fn outage_keeps_counts_ttls_and_key_bound() {
     l.sync().await.expect("sync");
     assert_eq!(l.stats().keys, 0);
     assert!(l.check("c").is_allowed());
+}
+
+/// A key-window's global count in Redis: every instance's field summed.
+async fn global(mut conn: tollgate::redis::redis::aio::MultiplexedConnection, key: &str) -> u64 {
+    let fields: Vec<u64> = tollgate::redis::redis::cmd("HVALS")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .expect("hvals");
+    fields.iter().sum()
+}
+
+/// Issue 10: a sync times out while Redis is paused, but Redis runs it when the pause
+/// ends (the bytes were on the wire). The retry must not count the admissions again:
+/// it sets this instance's cumulative count, it does not add. (Adding, as before, left
+/// 10 for 5 admissions.)
+#[tokio::test]
+async fn a_sync_whose_reply_was_lost_counts_nothing_twice() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(7_200) + Duration::from_millis(10));
+    let quota = Quota::new(50, Duration::from_secs(10));
+    let l = HybridRateLimiter::builder(Algorithm::FixedWindow, quota)
+        .url(server.url())
+        .prefix("lost")
+        .timeout(Duration::from_millis(50))
+        .sync_interval(Duration::MAX)
+        .clock(clock.clone())
+        .build()
+        .await
+        .expect("build");
+    for _ in 0..5 {
+        assert!(l.check("k").is_allowed());
+    }
+    let mut admin = server.conn().await;
+    let _: () = tollgate::redis::redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(300)
+        .query_async(&mut admin)
+        .await
+        .expect("pause");
+    let e = l
+        .sync()
+        .await
+        .expect_err("the sync outlives its 50 ms timeout");
+    assert!(e.is_redis_unavailable(), "{e}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while l.sync().await.is_err() {
+        assert!(Instant::now() < deadline, "no recovery");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let key = "lost:{k}:720";
+    assert_eq!(global(server.conn().await, key).await, 5);
+    // And the instance's own view agrees: 45 more fit, not 40.
+    let mut more = 0;
+    while l.check("k").is_allowed() {
+        more += 1;
+        assert!(more <= 50);
+    }
+    assert_eq!(more, 45);
+    l.sync().await.expect("sync");
+    assert_eq!(global(server.conn().await, key).await, 50);
+    assert_eq!(l.stats().sync_errors, 1);
+}
+
+/// A sync sends only keys that changed or were used since the last one: of 1,000
+/// tracked keys, a sync after 10 are used carries 10 keys, and one after none carries
+/// none (no round trip).
+#[tokio::test]
+async fn a_sync_costs_what_changed() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(7_200));
+    let l = HybridRateLimiter::builder(
+        Algorithm::SlidingWindow,
+        Quota::new(100, Duration::from_secs(60)),
+    )
+    .url(server.url())
+    .prefix("dirty")
+    .sync_interval(Duration::MAX)
+    .max_keys(10_000)
+    .clock(clock.clone())
+    .build()
+    .await
+    .expect("build");
+    for k in 0..1_000 {
+        assert!(l.check(&format!("key-{k}")).is_allowed());
+    }
+    assert_eq!(l.sync().await.expect("sync"), 1_000);
+    for k in 0..10 {
+        let _ = l.check(&format!("key-{k}"));
+    }
+    assert_eq!(l.sync().await.expect("sync"), 10);
+    let trips = l.stats().round_trips;
+    assert_eq!(l.sync().await.expect("sync"), 0);
+    assert_eq!(l.stats().round_trips, trips);
+    assert_eq!(l.stats().keys, 1_000);
 }
 
 async fn connected_clients(server: &RedisServer) -> u64 {
