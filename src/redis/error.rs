@@ -43,6 +43,23 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether Redis refused the connection (nothing listening, or a firewall's
+    /// reset): told apart from [`Error::Timeout`] (no answer in time) and
+    /// [`Error::BadReply`] (an answer that makes no sense).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::redis::Error;
+    ///
+    /// assert!(!Error::Timeout(Duration::from_millis(50)).is_connection_refused());
+    /// ```
+    #[must_use]
+    pub fn is_connection_refused(&self) -> bool {
+        matches!(self, Error::Redis(e) if e.is_connection_refusal())
+    }
+
     /// Whether this error means Redis could not be used (down, slow, or answering
     /// garbage), as opposed to a mistake in the quota or the request: the errors a
     /// [`Fallback`](super::Fallback) turns into decisions.

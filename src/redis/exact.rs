@@ -726,16 +726,20 @@ impl RedisRateLimiterBuilder {
         self
     }
 
-    /// Checks the quota, then connects (within the timeout).
+    /// Checks the quota, then connects (within the timeout). With a
+    /// [`fallback`](Self::fallback) other than `Error`, Redis is optional at start:
+    /// the limiter builds while Redis is down, the fallback answers, and the
+    /// connection is made on the first call that finds Redis reachable.
     ///
     /// # Errors
     ///
     /// [`Error::Config`] for a quota the local engine refuses;
     /// [`Error::Unrepresentable`] for one the scripts cannot compute exactly (a period
     /// that is not whole microseconds, more than one request per microsecond for the
-    /// buckets, spans or `limit × period` past 2^50 µs, about 35 years);
-    /// [`Error::NoTarget`] without a URL or connection; [`Error::Redis`] or [`Error::Timeout`] when Redis cannot be
-    /// reached.
+    /// buckets, a bucket's span or a sliding window's `limit × period` past 2^50 µs,
+    /// about 35 years); [`Error::NoTarget`] without a URL or connection; without a
+    /// fallback, [`Error::Redis`] when Redis cannot be reached (see
+    /// [`Error::is_connection_refused`]) or [`Error::Timeout`] when it does not answer.
     ///
     /// # Example
     ///
@@ -753,6 +757,9 @@ impl RedisRateLimiterBuilder {
     /// ```
     pub async fn build(self) -> Result<RedisRateLimiter, Error> {
         let plan = Plan::new(self.algorithm, self.quota)?;
+        // With a fallback, Redis is optional at start: the fallback answers until the
+        // connection, made on first use, succeeds.
+        let lazy = !matches!(self.fallback, Fallback::Error);
         let fallback = match self.fallback {
             Fallback::Error => FallbackState::Error,
             Fallback::Allow => FallbackState::Allow,
@@ -768,7 +775,7 @@ impl RedisRateLimiterBuilder {
             TimeSource::Server => 0,
             TimeSource::Caller(_) => CALLER_CLOCK_GRACE_MS,
         };
-        let conn = self.target.connect(self.timeout).await?;
+        let conn = self.target.connect(self.timeout, lazy).await?;
         Ok(RedisRateLimiter {
             inner: Arc::new(Inner {
                 conn,

@@ -774,7 +774,9 @@ impl HybridRateLimiterBuilder {
                 "sync interval and max_keys must be positive".into(),
             ));
         }
-        let conn = self.target.connect(self.timeout).await?;
+        // Decisions are local: Redis is optional at start, and syncs fail (counted in
+        // the stats) until it can be reached.
+        let conn = self.target.connect(self.timeout, true).await?;
         // Small tables keep one shard, so that their bound is exact.
         let shards = if self.max_keys >= 4096 { 16 } else { 1 };
         let inner = Arc::new(Inner {

@@ -109,6 +109,54 @@ impl ConnectionLike for Connection {
     }
 }
 
+/// A connection to a URL that connects on first use when Redis was down at build (a
+/// limiter with a fallback must start without Redis): each call while disconnected
+/// tries once, within the caller's timeout, and fails like any call to a down Redis.
+#[derive(Clone)]
+struct Lazy {
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    cell: std::sync::Arc<tokio::sync::OnceCell<ConnectionManager>>,
+}
+
+impl Lazy {
+    async fn get(&self) -> redis::RedisResult<ConnectionManager> {
+        self.cell
+            .get_or_try_init(|| {
+                ConnectionManager::new_with_config(self.client.clone(), self.config.clone())
+            })
+            .await
+            .cloned()
+    }
+}
+
+impl ConnectionLike for Lazy {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        Box::pin(async move { self.get().await?.req_packed_command(cmd).await })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        Box::pin(async move {
+            self.get()
+                .await?
+                .req_packed_commands(cmd, offset, count)
+                .await
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.client.get_connection_info().redis.db
+    }
+}
+
 /// Where a limiter gets its Redis connection from.
 pub(crate) enum Target {
     None,
@@ -117,27 +165,30 @@ pub(crate) enum Target {
 }
 
 impl Target {
-    /// Connects (or reuses the given connection), within `timeout`.
-    pub(crate) async fn connect(self, timeout: Duration) -> Result<Connection, Error> {
+    /// Connects (or reuses the given connection), within `timeout`. With `lazy`, a
+    /// Redis that cannot be reached now is not an error: the connection is made on
+    /// first use instead (for limiters whose fallback answers meanwhile).
+    pub(crate) async fn connect(self, timeout: Duration, lazy: bool) -> Result<Connection, Error> {
         match self {
             Target::None => Err(Error::NoTarget),
             Target::Connection(c) => Ok(c),
             Target::Url(url) => {
                 let client = redis::Client::open(url.as_str())?;
+                // No retries inside one attempt: a refused connection is reported as
+                // refused, not as the timeout that retries would run into.
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(timeout)
                     .set_response_timeout(timeout)
-                    .set_number_of_retries(1)
-                    .set_factor(10)
-                    .set_max_delay(100);
-                match tokio::time::timeout(
-                    timeout,
-                    ConnectionManager::new_with_config(client, config),
-                )
-                .await
-                {
-                    Err(_) => Err(Error::Timeout(timeout)),
-                    Ok(r) => Ok(Connection::new(r?)),
+                    .set_number_of_retries(0);
+                let lazy_conn = Lazy {
+                    client,
+                    config,
+                    cell: std::sync::Arc::new(tokio::sync::OnceCell::new()),
+                };
+                match bounded(timeout, lazy_conn.get()).await {
+                    Ok(_) => Ok(Connection::new(lazy_conn)),
+                    Err(e) if lazy && e.is_redis_unavailable() => Ok(Connection::new(lazy_conn)),
+                    Err(e) => Err(e),
                 }
             }
         }

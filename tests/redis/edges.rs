@@ -151,3 +151,57 @@ async fn the_local_fallback_runs_on_the_limiters_clock() {
     );
     assert!(l.stats().fallbacks >= 3);
 }
+
+/// Issue 10.4: with a fallback, `build()` succeeds while Redis is down at start; the
+/// fallback answers until Redis is reachable, then Redis decides.
+#[tokio::test]
+async fn with_a_fallback_build_succeeds_while_redis_is_down() {
+    let mut server = RedisServer::start();
+    server.stop();
+    let l = RedisRateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(100))
+        .url(server.url())
+        .prefix("lazy")
+        .timeout(Duration::from_millis(200))
+        .fallback(Fallback::Local(Quota::per_hour(1)))
+        .build()
+        .await
+        .expect("a fallback makes Redis optional at start");
+    assert!(l.check("k").await.unwrap().is_allowed());
+    assert!(!l.check("k").await.unwrap().is_allowed());
+    assert_eq!(l.stats().fallbacks, 2);
+    server.restart();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let d = l.check("k").await.unwrap();
+        if l.stats().decisions > 0 {
+            // Redis decided: a fresh key there, 100 per hour.
+            assert!(d.is_allowed());
+            assert_eq!(d.remaining(), 99);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Redis never took over"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 10.4: without a fallback, a refused connection at build is reported as a
+/// refused connection, not as a timeout.
+#[tokio::test]
+async fn a_refused_connection_is_not_a_timeout() {
+    let mut server = RedisServer::start();
+    server.stop();
+    // The default timeout (100 ms): reconnect retries used to outlast it.
+    let err = RedisRateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(100))
+        .url(server.url())
+        .build()
+        .await
+        .expect_err("nothing listens");
+    assert!(
+        err.is_connection_refused(),
+        "expected a refused connection, got {err}"
+    );
+    assert!(err.is_redis_unavailable());
+}
