@@ -40,6 +40,12 @@ pub enum Error {
     NoTarget,
     /// The mode does not support this algorithm or option.
     Unsupported(String),
+    /// A key under this limiter's prefix holds state the script cannot read: another
+    /// algorithm's (the prefix was reused after changing the algorithm) or a value
+    /// something else wrote. Never a fallback decision: Redis is up and the state is
+    /// wrong, so admitting or denying on a guess would be a silent wrong answer. Use
+    /// one prefix per algorithm and quota, or delete the key.
+    ForeignState(String),
 }
 
 impl Error {
@@ -95,6 +101,10 @@ impl fmt::Display for Error {
             }
             Error::InsufficientCapacity(e) => write!(f, "{e}"),
             Error::Unsupported(what) => write!(f, "unsupported: {what}"),
+            Error::ForeignState(what) => write!(
+                f,
+                "a key under this prefix holds state this limiter cannot read (another algorithm's, or a foreign value): {what}"
+            ),
             Error::NoTarget => write!(
                 f,
                 "no redis target: call .url(..) or .connection(..) on the builder"

@@ -229,6 +229,12 @@ pub(crate) async fn bounded<T>(
         Ok(Err(e)) if e.kind() == redis::ErrorKind::TypeError => {
             Err(Error::BadReply(e.to_string()))
         }
+        // A key of the wrong type (another algorithm's state under this prefix), or a
+        // script that failed on a value it cannot read: Redis is up, the state is not
+        // ours. Not an outage, so never a fallback decision.
+        Ok(Err(e)) if e.code() == Some("WRONGTYPE") || e.to_string().contains("user_script") => {
+            Err(Error::ForeignState(e.to_string()))
+        }
         Ok(r) => Ok(r?),
     }
 }

@@ -205,3 +205,47 @@ async fn a_refused_connection_is_not_a_timeout() {
     );
     assert!(err.is_redis_unavailable());
 }
+
+/// Issue 10.3: another algorithm's state under the same prefix, or a foreign value in
+/// a key, is a typed error (`ForeignState`), never a fallback admission.
+#[tokio::test]
+async fn foreign_state_is_a_typed_error_not_a_fallback() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    let fixed = build(
+        &server,
+        Algorithm::FixedWindow,
+        Quota::per_minute(10),
+        "mixed",
+        &clock,
+        Fallback::Error,
+    )
+    .await;
+    assert!(fixed.check("k").await.unwrap().is_allowed());
+    let bucket = build(
+        &server,
+        Algorithm::TokenBucket,
+        Quota::per_minute(10),
+        "mixed",
+        &clock,
+        Fallback::Allow,
+    )
+    .await;
+    let e = bucket
+        .check("k")
+        .await
+        .expect_err("a hash where a TAT should be");
+    assert!(matches!(e, tollgate::redis::Error::ForeignState(_)), "{e}");
+    assert!(!e.is_redis_unavailable());
+    // A value something else wrote.
+    let mut conn = server.conn().await;
+    let _: () = tollgate::redis::redis::cmd("SET")
+        .arg(bucket.redis_key("other"))
+        .arg("not a number")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let e = bucket.check("other").await.expect_err("a foreign value");
+    assert!(matches!(e, tollgate::redis::Error::ForeignState(_)), "{e}");
+    assert_eq!(bucket.stats().fallbacks, 0);
+}
