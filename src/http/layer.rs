@@ -14,7 +14,10 @@ use tower_service::Service;
 use super::body::ResponseBody;
 use super::decide::{decide, decide_now, Report, Verdict};
 use super::policy::Policy;
-use super::response::{add_headers, is_grpc, policy_header, refuse, retry_after, Headers, Refusal};
+use super::response::{
+    add_headers, is_grpc, policy_header, refuse, retry_after, Headers, Refusal, RATELIMIT,
+    RATELIMIT_POLICY,
+};
 
 /// What the layer answers when a policy's backend fails (a Redis error with no
 /// `Fallback` configured on the limiter).
@@ -303,9 +306,32 @@ where
 fn finish<B>(resp: Response<B>, headers: Option<HeaderMap>) -> Response<ResponseBody<B>> {
     let (mut parts, body) = resp.into_parts();
     if let Some(h) = headers {
-        parts.headers.extend(h);
+        merge(&mut parts.headers, h);
     }
     Response::from_parts(parts, ResponseBody::inner(body))
+}
+
+/// Adds this layer's fields to a response that an inner layer (or the service) may have
+/// given its own: `RateLimit` and `RateLimit-Policy` are Lists, so the members are joined
+/// (inner first); any other field already present is the inner one's and is kept.
+fn merge(into: &mut HeaderMap, ours: HeaderMap) {
+    for (name, value) in ours {
+        let Some(name) = name else { continue };
+        match into.get(&name) {
+            None => {
+                into.insert(name, value);
+            }
+            Some(theirs) if name == RATELIMIT || name == RATELIMIT_POLICY => {
+                let mut joined = theirs.as_bytes().to_vec();
+                joined.extend_from_slice(b", ");
+                joined.extend_from_slice(value.as_bytes());
+                if let Ok(v) = http::HeaderValue::from_bytes(&joined) {
+                    into.insert(name, v);
+                }
+            }
+            Some(_) => {}
+        }
+    }
 }
 
 /// What the service does after the decision.

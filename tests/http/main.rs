@@ -2,6 +2,7 @@
 //! clients (hyper-util, tonic's channel).
 
 mod axum_server;
+mod backends;
 mod grpc;
 mod spoofing;
 mod support;
