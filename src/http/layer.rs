@@ -12,10 +12,10 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::decide::{decide, decide_now, Report, Verdict};
+use super::decide::{decide, decide_now, Verdict};
 use super::policy::Policy;
 use super::response::{
-    add_headers, is_grpc, policy_header, refuse, retry_after, Headers, Refusal, RATELIMIT,
+    fields, is_grpc, policy_header, refuse, retry_after, Fields, Headers, Refusal, RATELIMIT,
     RATELIMIT_POLICY,
 };
 
@@ -276,7 +276,7 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F, B, E> {
-        Inner { #[pin] future: F, headers: Option<HeaderMap> },
+        Inner { #[pin] future: F, headers: Option<Fields> },
         Refused { response: Option<Response<ResponseBody<B>>> },
         Boxed { future: BoxResponse<B, E> },
     }
@@ -303,7 +303,7 @@ where
     }
 }
 
-fn finish<B>(resp: Response<B>, headers: Option<HeaderMap>) -> Response<ResponseBody<B>> {
+fn finish<B>(resp: Response<B>, headers: Option<Fields>) -> Response<ResponseBody<B>> {
     let (mut parts, body) = resp.into_parts();
     if let Some(h) = headers {
         merge(&mut parts.headers, h);
@@ -314,9 +314,8 @@ fn finish<B>(resp: Response<B>, headers: Option<HeaderMap>) -> Response<Response
 /// Adds this layer's fields to a response that an inner layer (or the service) may have
 /// given its own: `RateLimit` and `RateLimit-Policy` are Lists, so the members are joined
 /// (inner first); any other field already present is the inner one's and is kept.
-fn merge(into: &mut HeaderMap, ours: HeaderMap) {
-    for (name, value) in ours {
-        let Some(name) = name else { continue };
+fn merge(into: &mut HeaderMap, ours: Fields) {
+    for (name, value) in ours.into_iter() {
         match into.get(&name) {
             None => {
                 into.insert(name, value);
@@ -337,25 +336,20 @@ fn merge(into: &mut HeaderMap, ours: HeaderMap) {
 /// What the service does after the decision.
 enum Next<B> {
     /// Call the inner service; add these headers to its response.
-    Forward(Option<HeaderMap>),
+    Forward(Option<Fields>),
     Refuse(Response<ResponseBody<B>>),
 }
 
 fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Verdict) -> Next<B> {
     let policies = &config.policies;
-    let grpc = is_grpc(&parts.headers);
-    let headers_of = |reports: &[Report]| {
-        let mut h = HeaderMap::new();
-        add_headers(&mut h, &config.headers, policies, reports, true);
-        h
-    };
+    // Read only when refusing: the admitted path does not look at the content type.
+    let grpc = || is_grpc(&parts.headers);
     match verdict {
         Verdict::Pass(reports) => {
             let h = &config.headers;
             if h.on_allowed || h.legacy {
-                let mut map = HeaderMap::new();
-                add_headers(&mut map, h, policies, &reports, h.on_allowed);
-                Next::Forward(Some(map))
+                let f = fields(h, policies, &reports, h.on_allowed);
+                Next::Forward((!f.is_empty()).then_some(f))
             } else {
                 Next::Forward(None)
             }
@@ -371,7 +365,7 @@ fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Verdict) -> N
                 ),
             };
             let mut resp = refuse(
-                grpc,
+                grpc(),
                 &Refusal {
                     status: StatusCode::TOO_MANY_REQUESTS,
                     detail,
@@ -379,11 +373,11 @@ fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Verdict) -> N
                     retry_after: retry,
                 },
             );
-            resp.headers_mut().extend(headers_of(&reports));
+            fields(&config.headers, policies, &reports, true).insert_into(resp.headers_mut());
             Next::Refuse(resp)
         }
         Verdict::Reject(i, status) => Next::Refuse(refuse(
-            grpc,
+            grpc(),
             &Refusal {
                 status,
                 detail: format!("request has no key for rate limit {:?}", policies[i].name()),
@@ -394,7 +388,7 @@ fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Verdict) -> N
         Verdict::Failed(i, e) => match config.on_error {
             OnBackendError::Allow => Next::Forward(None),
             OnBackendError::Status(status) => Next::Refuse(refuse(
-                grpc,
+                grpc(),
                 &Refusal {
                     status,
                     detail: format!("rate limit {:?} could not decide: {e}", policies[i].name()),
