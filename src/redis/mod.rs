@@ -153,7 +153,7 @@ impl ConnectionLike for Lazy {
     }
 
     fn get_db(&self) -> i64 {
-        self.client.get_connection_info().redis.db
+        self.client.get_connection_info().redis_settings().db()
     }
 }
 
@@ -177,8 +177,8 @@ impl Target {
                 // No retries inside one attempt: a refused connection is reported as
                 // refused, not as the timeout that retries would run into.
                 let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(timeout)
-                    .set_response_timeout(timeout)
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
                     .set_number_of_retries(0);
                 let lazy_conn = Lazy {
                     client,
@@ -226,7 +226,12 @@ pub(crate) async fn bounded<T>(
         Err(_) => Err(Error::Timeout(timeout)),
         // The connection's own response timeout (same duration) may fire first.
         Ok(Err(e)) if e.is_timeout() => Err(Error::Timeout(timeout)),
-        Ok(Err(e)) if e.kind() == redis::ErrorKind::TypeError => {
+        Ok(Err(e))
+            if matches!(
+                e.kind(),
+                redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
+            ) =>
+        {
             Err(Error::BadReply(e.to_string()))
         }
         // A key of the wrong type (another algorithm's state under this prefix), or a
