@@ -49,3 +49,6 @@ pub use error::{ConfigError, InsufficientCapacity};
 pub use keyed::{KeyedRateLimiter, KeyedRateLimiterBuilder, OnFull, Stats};
 pub use limiter::{RateLimiter, RateLimiterBuilder};
 pub use quota::Quota;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod http;

@@ -1,0 +1,206 @@
+//! Asking every policy about one request: all-or-nothing over the enforced policies.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+
+use http::request::Parts;
+use http::StatusCode;
+
+use super::backend::{Acquire, BackendError};
+use super::policy::{MissingKey, Policy};
+use crate::Decision;
+
+/// What one policy said about this request.
+#[derive(Debug)]
+pub(crate) struct Report {
+    pub(crate) policy: usize,
+    /// `None` when the cost can never fit.
+    pub(crate) decision: Option<Decision>,
+}
+
+impl Report {
+    pub(crate) fn denied(&self) -> bool {
+        self.decision.map_or(true, |d| !d.is_allowed())
+    }
+}
+
+/// The layer's answer to one request.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Forward; the reports feed the headers (shadow denials included).
+    Pass(Vec<Report>),
+    /// Deny; the reports of the denying policy (and shadow policies are not asked).
+    Deny(Vec<Report>),
+    /// A policy with [`MissingKey::Reject`] had no key.
+    Reject(usize, StatusCode),
+    /// A backend failed.
+    Failed(usize, BackendError),
+}
+
+async fn get(mut acquire: Acquire, at_once: bool) -> Result<Decision, BackendError> {
+    if at_once {
+        acquire.now().unwrap_or_else(|| {
+            Err(BackendError::unavailable(
+                "a backend whose is_async() is false returned a pending Acquire",
+            ))
+        })
+    } else {
+        acquire.await
+    }
+}
+
+/// Gives back what the policies in `taken` acquired (best effort, see
+/// [`Backend::release`](super::Backend::release)).
+fn release(policies: &[Policy], parts: &Parts, taken: &[(usize, u32)]) {
+    for &(i, cost) in taken {
+        policies[i].engine.release(parts, cost);
+    }
+}
+
+/// Decides one request. With `at_once`, every backend answers without waiting and the
+/// future completes on its first poll.
+pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) -> Verdict {
+    let enforced = policies.iter().filter(|p| !p.shadow).count();
+    let mut reports = Vec::with_capacity(policies.len());
+    // Policies already decided (in the peek phase), and what each acquired.
+    let mut settled = vec![false; policies.len()];
+    let mut taken: Vec<(usize, u32)> = Vec::new();
+
+    if enforced > 1 {
+        // Peek every enforced policy first: one that cannot admit denies the request
+        // before any other consumes. A policy whose state changes between this peek and
+        // the acquire below can still deny after others consumed; those are released.
+        for (i, p) in policies.iter().enumerate().filter(|(_, p)| !p.shadow) {
+            let cost = p.cost_of(parts);
+            let Some(peek) = p.engine.peek(parts) else {
+                settled[i] = true;
+                p.count_missing();
+                if let MissingKey::Reject(status) = p.missing {
+                    return Verdict::Reject(i, status);
+                }
+                continue;
+            };
+            match get(peek, at_once).await {
+                Err(e) => return Verdict::Failed(i, e),
+                Ok(d) if d.remaining() >= cost => {}
+                Ok(_) => {
+                    // Ask for real: the engine's denial is exact and consumes nothing.
+                    let Some(acq) = p.engine.acquire(parts, cost) else {
+                        continue;
+                    };
+                    match get(acq, at_once).await {
+                        Ok(d) if d.is_allowed() => {
+                            // Capacity came back since the peek: keep it.
+                            settled[i] = true;
+                            taken.push((i, cost));
+                            reports.push(Report {
+                                policy: i,
+                                decision: Some(d),
+                            });
+                        }
+                        Ok(d) => {
+                            release(policies, parts, &taken);
+                            return Verdict::Deny(vec![Report {
+                                policy: i,
+                                decision: Some(d),
+                            }]);
+                        }
+                        Err(BackendError::Capacity(_)) => {
+                            release(policies, parts, &taken);
+                            return Verdict::Deny(vec![Report {
+                                policy: i,
+                                decision: None,
+                            }]);
+                        }
+                        Err(e) => {
+                            release(policies, parts, &taken);
+                            return Verdict::Failed(i, e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    for (i, p) in policies.iter().enumerate().filter(|(_, p)| !p.shadow) {
+        if settled[i] {
+            continue;
+        }
+        let cost = p.cost_of(parts);
+        let Some(acq) = p.engine.acquire(parts, cost) else {
+            p.count_missing();
+            if let MissingKey::Reject(status) = p.missing {
+                release(policies, parts, &taken);
+                return Verdict::Reject(i, status);
+            }
+            continue;
+        };
+        match get(acq, at_once).await {
+            Ok(d) if d.is_allowed() => {
+                taken.push((i, cost));
+                reports.push(Report {
+                    policy: i,
+                    decision: Some(d),
+                });
+            }
+            Ok(d) => {
+                release(policies, parts, &taken);
+                return Verdict::Deny(vec![Report {
+                    policy: i,
+                    decision: Some(d),
+                }]);
+            }
+            Err(BackendError::Capacity(_)) => {
+                release(policies, parts, &taken);
+                return Verdict::Deny(vec![Report {
+                    policy: i,
+                    decision: None,
+                }]);
+            }
+            Err(e) => {
+                release(policies, parts, &taken);
+                return Verdict::Failed(i, e);
+            }
+        }
+    }
+
+    for (i, p) in policies.iter().enumerate().filter(|(_, p)| p.shadow) {
+        let cost = p.cost_of(parts);
+        let Some(acq) = p.engine.acquire(parts, cost) else {
+            p.count_missing();
+            continue;
+        };
+        // A shadow policy's failure never touches the request.
+        if let Ok(d) = get(acq, at_once).await {
+            reports.push(Report {
+                policy: i,
+                decision: Some(d),
+            });
+        }
+    }
+    Verdict::Pass(reports)
+}
+
+struct Noop;
+
+impl Wake for Noop {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Runs [`decide`] for backends that all answer at once: one poll completes it.
+pub(crate) fn decide_now(policies: &[Policy], parts: &Parts) -> Verdict {
+    static WAKER: OnceLock<Waker> = OnceLock::new();
+    let waker = WAKER.get_or_init(|| Waker::from(Arc::new(Noop)));
+    let mut cx = Context::from_waker(waker);
+    match pin!(decide(policies, parts, true)).as_mut().poll(&mut cx) {
+        Poll::Ready(v) => v,
+        // Unreachable by construction: with `at_once` nothing in `decide` awaits a pending
+        // future. Answer as a backend failure rather than panic.
+        Poll::Pending => Verdict::Failed(
+            0,
+            BackendError::unavailable("rate-limit decision did not complete"),
+        ),
+    }
+}

@@ -1,0 +1,322 @@
+//! A policy: a named limiter, how to key a request, what it costs.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use http::request::Parts;
+use http::StatusCode;
+
+use super::backend::{Acquire, Backend};
+use super::key::KeyExtractor;
+use crate::Quota;
+
+/// What a policy does with a request whose key cannot be extracted (no peer address, no
+/// API-key header, an `unknown` forwarded address).
+///
+/// # Example
+///
+/// ```
+/// use tollgate::http::{HeaderKey, MissingKey, Policy};
+/// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+///
+/// let per_key = KeyedRateLimiter::<String>::builder(Algorithm::TokenBucket, Quota::per_second(10)).build()?;
+/// let policy = Policy::new("api-key", per_key, HeaderKey::new("x-api-key")?)
+///     .on_missing_key(MissingKey::Reject(http::StatusCode::UNAUTHORIZED));
+/// # let _ = policy;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MissingKey {
+    /// The policy does not apply to this request (the default); counted in
+    /// [`Policy::missing_keys`].
+    #[default]
+    Skip,
+    /// The request is answered with this status and an `application/problem+json` body,
+    /// and counted. Ignored in shadow mode.
+    Reject(StatusCode),
+}
+
+type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;
+
+/// The type-erased limiter and key extractor of one policy.
+pub(crate) trait Engine: Send + Sync {
+    fn quota(&self) -> Quota;
+    fn acquire(&self, parts: &Parts, cost: u32) -> Option<Acquire>;
+    fn peek(&self, parts: &Parts) -> Option<Acquire>;
+    fn release(&self, parts: &Parts, cost: u32) -> bool;
+    fn is_async(&self) -> bool;
+}
+
+struct Bound<L, E> {
+    limiter: L,
+    key: E,
+}
+
+impl<L, E> Engine for Bound<L, E>
+where
+    E: KeyExtractor,
+    L: Backend<E::Key>,
+{
+    fn quota(&self) -> Quota {
+        self.limiter.quota()
+    }
+
+    fn acquire(&self, parts: &Parts, cost: u32) -> Option<Acquire> {
+        let key = self.key.extract(parts)?;
+        Some(self.limiter.acquire(&key, cost))
+    }
+
+    fn peek(&self, parts: &Parts) -> Option<Acquire> {
+        let key = self.key.extract(parts)?;
+        Some(self.limiter.peek(&key))
+    }
+
+    fn release(&self, parts: &Parts, cost: u32) -> bool {
+        match self.key.extract(parts) {
+            Some(key) => self.limiter.release(&key, cost),
+            None => false,
+        }
+    }
+
+    fn is_async(&self) -> bool {
+        self.limiter.is_async()
+    }
+}
+
+/// One rate limit a [`RateLimitLayer`](super::RateLimitLayer) applies: a name (shown in
+/// the `RateLimit` headers), a limiter (any [`Backend`]: by value or in an `Arc`), and a
+/// [`KeyExtractor`]. Clones share the limiter and counters.
+///
+/// # Example
+///
+/// ```
+/// use std::net::IpAddr;
+/// use tollgate::http::{ClientIp, Policy};
+/// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+///
+/// let per_ip = KeyedRateLimiter::<IpAddr>::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build()?;
+/// let policy = Policy::new("ip", per_ip, ClientIp::peer());
+/// assert_eq!(policy.name(), "ip");
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Policy {
+    pub(crate) name: Arc<str>,
+    pub(crate) engine: Arc<dyn Engine>,
+    pub(crate) shadow: bool,
+    cost: Option<Arc<CostFn>>,
+    pub(crate) missing: MissingKey,
+    missing_keys: Arc<AtomicU64>,
+}
+
+impl Policy {
+    /// A policy named `name` counting requests against `limiter` by `key`.
+    ///
+    /// The name appears as a structured-field String in the headers: characters outside
+    /// printable ASCII are replaced by `?` (quotes and backslashes are escaped when written).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::http::{HeaderKey, Policy};
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let per_key = KeyedRateLimiter::<String>::builder(Algorithm::TokenBucket, Quota::per_second(5)).build()?;
+    /// let policy = Policy::new("api-key", std::sync::Arc::new(per_key), HeaderKey::new("x-api-key")?);
+    /// # let _ = policy;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new<L, E>(name: impl Into<String>, limiter: L, key: E) -> Self
+    where
+        E: KeyExtractor,
+        L: Backend<E::Key>,
+    {
+        let name: String = name
+            .into()
+            .chars()
+            .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
+            .collect();
+        Policy {
+            name: name.into(),
+            engine: Arc::new(Bound { limiter, key }),
+            shadow: false,
+            cost: None,
+            missing: MissingKey::Skip,
+            missing_keys: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Shadow mode: requests are decided, counted and reported in the headers, but a
+    /// denial is never enforced (try a new limit on live traffic). A shadow policy takes
+    /// no part in the all-or-nothing rule: it is asked after the enforced policies admit.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{ClientIp, Policy};
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// # let per_ip = KeyedRateLimiter::<std::net::IpAddr>::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build()?;
+    /// let trial = Policy::new("ip-trial", per_ip, ClientIp::peer()).shadow();
+    /// assert!(trial.is_shadow());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn shadow(mut self) -> Self {
+        self.shadow = true;
+        self
+    }
+
+    /// Whether this policy is in shadow mode.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{Global, Policy};
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// # let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1)).build()?;
+    /// assert!(!Policy::new("g", l, Global).is_shadow());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// What a request costs (default 1). A cost of 0 passes without consuming; a cost
+    /// above the limiter's capacity is denied without `Retry-After` (waiting cannot help).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{Global, Policy};
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// # let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10)).build()?;
+    /// // Writes cost 5, reads 1.
+    /// let p = Policy::new("g", l, Global).cost(|parts| if parts.method == http::Method::GET { 1 } else { 5 });
+    /// # let _ = p;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn cost<F>(mut self, cost: F) -> Self
+    where
+        F: Fn(&Parts) -> u32 + Send + Sync + 'static,
+    {
+        self.cost = Some(Arc::new(cost));
+        self
+    }
+
+    /// A byte quota: the request costs its `Content-Length` (saturating at `u32::MAX`),
+    /// or `unknown` when the length is not declared (a chunked upload).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{ClientIp, Policy};
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// // 1 MiB per minute per client; an undeclared length counts as 64 KiB.
+    /// let bytes = KeyedRateLimiter::<std::net::IpAddr>::builder(Algorithm::TokenBucket, Quota::per_minute(1 << 20)).build()?;
+    /// let p = Policy::new("bytes", bytes, ClientIp::peer()).cost_from_content_length(64 << 10);
+    /// # let _ = p;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn cost_from_content_length(self, unknown: u32) -> Self {
+        self.cost(move |parts| {
+            parts
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(unknown, |n| u32::try_from(n).unwrap_or(u32::MAX))
+        })
+    }
+
+    /// What to do with a request that has no key (default [`MissingKey::Skip`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{ClientIp, MissingKey, Policy};
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// # let per_ip = KeyedRateLimiter::<std::net::IpAddr>::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build()?;
+    /// let p = Policy::new("ip", per_ip, ClientIp::peer())
+    ///     .on_missing_key(MissingKey::Reject(http::StatusCode::BAD_REQUEST));
+    /// # let _ = p;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn on_missing_key(mut self, outcome: MissingKey) -> Self {
+        self.missing = outcome;
+        self
+    }
+
+    /// The policy's name.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{Global, Policy};
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// # let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1)).build()?;
+    /// assert_eq!(Policy::new("caf\u{e9}", l, Global).name(), "caf?");
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The limiter's quota.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{Global, Policy};
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// # let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(7)).build()?;
+    /// assert_eq!(Policy::new("g", l, Global).quota().limit(), 7);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        self.engine.quota()
+    }
+
+    /// How many requests had no key (this policy and its clones).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{ClientIp, Policy};
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// # let per_ip = KeyedRateLimiter::<std::net::IpAddr>::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build()?;
+    /// let p = Policy::new("ip", per_ip, ClientIp::peer());
+    /// assert_eq!(p.missing_keys(), 0);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn missing_keys(&self) -> u64 {
+        self.missing_keys.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_missing(&self) {
+        self.missing_keys.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn cost_of(&self, parts: &Parts) -> u32 {
+        self.cost.as_ref().map_or(1, |f| f(parts))
+    }
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("name", &self.name)
+            .field("quota", &self.quota())
+            .field("shadow", &self.shadow)
+            .field("missing", &self.missing)
+            .finish_non_exhaustive()
+    }
+}

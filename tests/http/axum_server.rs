@@ -1,0 +1,225 @@
+//! 429s, headers, Retry-After, all-or-nothing, shadow mode and costs through a real axum server.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use tollgate::http::{ClientIp, Global, HeaderKey, MissingKey, Policy, RateLimitLayer};
+use tollgate::{Algorithm, KeyedRateLimiter, Quota, RateLimiter};
+
+use crate::support::{get_with, parse_list, send, serve};
+
+fn per_ip(quota: Quota) -> KeyedRateLimiter<IpAddr> {
+    KeyedRateLimiter::builder(Algorithm::FixedWindow, quota)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn quota_then_429_with_ietf_headers_and_problem_body() {
+    let addr = serve(RateLimitLayer::new(Policy::new(
+        "ip",
+        per_ip(Quota::per_minute(3)),
+        ClientIp::peer(),
+    )))
+    .await;
+    for left in (0..3).rev() {
+        let r = get_with(addr, &[]).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, "ok");
+        let policy = parse_list(r.header("ratelimit-policy").unwrap());
+        assert_eq!(policy.len(), 1);
+        assert_eq!(policy[0].name, "ip");
+        assert_eq!(policy[0].param("q"), 3);
+        assert_eq!(policy[0].param("w"), 60);
+        let rl = parse_list(r.header("ratelimit").unwrap());
+        assert_eq!(rl[0].name, "ip");
+        assert_eq!(rl[0].param("r"), left);
+        assert!((1..=60).contains(&rl[0].param("t")), "{:?}", rl[0]);
+        assert!(r.header("retry-after").is_none());
+        assert!(
+            r.header("x-ratelimit-limit").is_none(),
+            "legacy fields only when asked for"
+        );
+    }
+    let r = get_with(addr, &[]).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert!(
+        r.body
+            .contains(r#""type":"https://iana.org/assignments/http-problem-types#quota-exceeded""#),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.body.contains(r#""violated-policies":["ip"]"#),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains(r#""status":429"#), "{}", r.body);
+    let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    let rl = parse_list(r.header("ratelimit").unwrap());
+    assert_eq!(rl[0].param("r"), 0);
+    let t = rl[0].param("t") as u64;
+    assert!(
+        retry >= 1 && retry >= t && retry <= 60,
+        "retry {retry}, t {t}"
+    );
+    assert_eq!(
+        parse_list(r.header("ratelimit-policy").unwrap())[0].param("q"),
+        3
+    );
+}
+
+#[tokio::test]
+async fn q_is_the_quota_limit_not_the_burst_and_legacy_fields_on_request() {
+    let bucket = KeyedRateLimiter::<IpAddr>::builder(
+        Algorithm::TokenBucket,
+        Quota::per_second(10).with_burst(2),
+    )
+    .build()
+    .unwrap();
+    let layer =
+        RateLimitLayer::new(Policy::new("ip", bucket, ClientIp::peer())).legacy_headers(true);
+    let addr = serve(layer).await;
+    let r = get_with(addr, &[]).await;
+    let policy = parse_list(r.header("ratelimit-policy").unwrap());
+    assert_eq!((policy[0].param("q"), policy[0].param("w")), (10, 1));
+    assert_eq!(r.header("x-ratelimit-limit"), Some("10"));
+    assert_eq!(r.header("x-ratelimit-remaining"), Some("1"));
+    assert!(r.header("x-ratelimit-reset").is_some());
+}
+
+#[tokio::test]
+async fn retry_after_is_whole_seconds_rounded_up_and_waiting_it_admits() {
+    // One request per 1.2 s: the wait after a request is 1.2 s, which must read 2, never 1
+    // (early) or 0 (a sub-second wait rounded down).
+    let bucket = RateLimiter::builder(
+        Algorithm::TokenBucket,
+        Quota::new(1, Duration::from_millis(1200)),
+    )
+    .build()
+    .unwrap();
+    let addr = serve(RateLimitLayer::new(Policy::new("g", bucket, Global))).await;
+    assert_eq!(get_with(addr, &[]).await.status, 200);
+    let r = get_with(addr, &[]).await;
+    let asked = Instant::now();
+    assert_eq!(r.status, 429);
+    let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert_eq!(retry, 2);
+    tokio::time::sleep(Duration::from_secs(retry).saturating_sub(asked.elapsed())).await;
+    assert_eq!(
+        get_with(addr, &[]).await.status,
+        200,
+        "waiting Retry-After admits the request"
+    );
+}
+
+#[tokio::test]
+async fn sub_second_wait_reads_one_second_never_zero() {
+    let bucket = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(20).with_burst(1))
+        .build()
+        .unwrap();
+    let addr = serve(RateLimitLayer::new(Policy::new("g", bucket, Global))).await;
+    assert_eq!(get_with(addr, &[]).await.status, 200);
+    let r = get_with(addr, &[]).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(parse_list(r.header("ratelimit").unwrap())[0].param("t"), 1);
+}
+
+#[tokio::test]
+async fn two_policies_are_all_or_nothing() {
+    // The global policy comes first: a request the per-key policy denies must not have
+    // consumed any of the global budget.
+    let global = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(3))
+        .build()
+        .unwrap();
+    let per_key = KeyedRateLimiter::<String>::builder(Algorithm::FixedWindow, Quota::per_minute(1))
+        .build()
+        .unwrap();
+    let layer = RateLimitLayer::new(Policy::new("global", global, Global)).policy(Policy::new(
+        "key",
+        per_key,
+        HeaderKey::new("x-api-key").unwrap(),
+    ));
+    let addr = serve(layer).await;
+    assert_eq!(get_with(addr, &[("x-api-key", "a")]).await.status, 200);
+    for _ in 0..3 {
+        let r = get_with(addr, &[("x-api-key", "a")]).await;
+        assert_eq!(r.status, 429);
+        assert!(
+            r.body.contains(r#""violated-policies":["key"]"#),
+            "{}",
+            r.body
+        );
+    }
+    let r = get_with(addr, &[("x-api-key", "b")]).await;
+    assert_eq!(r.status, 200);
+    let rl = parse_list(r.header("ratelimit").unwrap());
+    assert_eq!((rl[0].name.as_str(), rl[0].param("r")), ("global", 1));
+    assert_eq!((rl[1].name.as_str(), rl[1].param("r")), ("key", 0));
+    assert_eq!(get_with(addr, &[("x-api-key", "c")]).await.status, 200);
+    let r = get_with(addr, &[("x-api-key", "d")]).await;
+    assert_eq!(r.status, 429);
+    assert!(
+        r.body.contains(r#""violated-policies":["global"]"#),
+        "{}",
+        r.body
+    );
+}
+
+#[tokio::test]
+async fn shadow_policy_reports_but_never_enforces() {
+    let trial = per_ip(Quota::per_minute(1));
+    let addr = serve(RateLimitLayer::new(
+        Policy::new("trial", trial, ClientIp::peer()).shadow(),
+    ))
+    .await;
+    for left in [0, 0, 0] {
+        let r = get_with(addr, &[]).await;
+        assert_eq!(r.status, 200);
+        let rl = parse_list(r.header("ratelimit").unwrap());
+        assert_eq!((rl[0].name.as_str(), rl[0].param("r")), ("trial", left));
+    }
+}
+
+#[tokio::test]
+async fn missing_key_skips_by_default_or_rejects_when_configured() {
+    let per_key = KeyedRateLimiter::<String>::builder(Algorithm::FixedWindow, Quota::per_minute(1))
+        .build()
+        .unwrap();
+    let skip = Policy::new("key", per_key, HeaderKey::new("x-api-key").unwrap());
+    let addr = serve(RateLimitLayer::new(skip.clone())).await;
+    for _ in 0..3 {
+        let r = get_with(addr, &[]).await;
+        assert_eq!(r.status, 200);
+        assert!(r.header("ratelimit").is_none());
+    }
+    assert_eq!(skip.missing_keys(), 3);
+    let addr = serve(RateLimitLayer::new(
+        skip.on_missing_key(MissingKey::Reject(http::StatusCode::UNAUTHORIZED)),
+    ))
+    .await;
+    let r = get_with(addr, &[]).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+}
+
+#[tokio::test]
+async fn byte_quota_costs_content_length_and_too_large_never_fits() {
+    let bytes = per_ip(Quota::per_minute(100));
+    let policy = Policy::new("bytes", bytes, ClientIp::peer()).cost_from_content_length(100);
+    let addr = serve(RateLimitLayer::new(policy)).await;
+    let sixty = "x".repeat(60).leak();
+    let r = send(addr, "POST", "/upload", &[], sixty).await;
+    assert_eq!((r.status, r.body.as_str()), (200, "stored"));
+    assert_eq!(parse_list(r.header("ratelimit").unwrap())[0].param("r"), 40);
+    let r = send(addr, "POST", "/upload", &[], sixty).await;
+    assert_eq!(r.status, 429);
+    assert!(r.header("retry-after").is_some());
+    // 200 bytes can never fit a 100-byte window: denied, and no Retry-After to wait for.
+    let r = send(addr, "POST", "/upload", &[], "y".repeat(200).leak()).await;
+    assert_eq!(r.status, 429);
+    assert!(r.header("retry-after").is_none());
+    assert!(r.body.contains("never"), "{}", r.body);
+}

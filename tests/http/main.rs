@@ -1,0 +1,7 @@
+//! The HTTP middleware end to end: real axum and tonic servers on 127.0.0.1 and real
+//! clients (hyper-util, tonic's channel).
+
+mod axum_server;
+mod grpc;
+mod spoofing;
+mod support;
