@@ -757,6 +757,7 @@ impl RedisRateLimiterBuilder {
     /// ```
     pub async fn build(self) -> Result<RedisRateLimiter, Error> {
         let plan = Plan::new(self.algorithm, self.quota)?;
+        super::check_prefix(&self.prefix)?;
         // With a fallback, Redis is optional at start: the fallback answers until the
         // connection, made on first use, succeeds.
         let lazy = !matches!(self.fallback, Fallback::Error);

@@ -488,11 +488,91 @@ impl Inner {
             self.note_sync();
             return Ok(0);
         }
+        // One pipeline with every key on a single Redis; on a cluster, where a pipeline
+        // must stay within one hash slot, one per slot, all sent concurrently.
+        let groups: Vec<Vec<usize>> = if self.conn.is_cluster() {
+            let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
+            for (i, s) in sent.iter().enumerate() {
+                let slot = super::hash_slot(self.redis_key(&s.key, s.k).as_bytes());
+                by_slot.entry(slot).or_default().push(i);
+            }
+            by_slot.into_values().collect()
+        } else {
+            vec![(0..sent.len()).collect()]
+        };
+        let mut calls = tokio::task::JoinSet::new();
+        for (g, members) in groups.iter().enumerate() {
+            let pipe = self.sync_pipeline(t, members.iter().map(|&i| &sent[i]));
+            let mut conn = self.conn.clone();
+            let timeout = self.timeout;
+            calls.spawn(async move {
+                let reply: Result<Vec<(u64, u64)>, Error> =
+                    bounded(timeout, pipe.query_async(&mut conn)).await;
+                (g, reply)
+            });
+        }
+        self.round_trips
+            .fetch_add(groups.len() as u64, Ordering::Relaxed);
+        let mut first_error = None;
+        while let Some(joined) = calls.join_next().await {
+            let (g, reply) = match joined {
+                Ok(r) => r,
+                Err(e) => {
+                    // A panicked or cancelled call: its keys stay dirty (below).
+                    first_error.get_or_insert(Error::BadReply(e.to_string()));
+                    continue;
+                }
+            };
+            let members = &groups[g];
+            let reply = reply.and_then(|r| {
+                if r.len() == members.len() {
+                    Ok(r)
+                } else {
+                    Err(Error::BadReply(format!(
+                        "{} replies for {} keys",
+                        r.len(),
+                        members.len()
+                    )))
+                }
+            });
+            match reply {
+                Ok(globals) => {
+                    for (&i, (g_prev, g_curr)) in members.iter().zip(globals) {
+                        self.apply(&sent[i], g_prev, g_curr);
+                    }
+                }
+                Err(err) => {
+                    // Nothing to give back: the next sync sends the cumulative counts
+                    // again (still unconfirmed, so still dirty) and reads these keys.
+                    for &i in members {
+                        let s = &sent[i];
+                        if let Some(e) = lock(&self.shard(&s.key).table).get_mut(&s.key) {
+                            e.touched = true;
+                        }
+                    }
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        match first_error {
+            None => {
+                self.note_sync();
+                Ok(sent.len())
+            }
+            Some(err) => {
+                self.sync_errors.fetch_add(1, Ordering::Relaxed);
+                Err(err)
+            }
+        }
+    }
+
+    /// The pipeline for some keys of a sync taken at `t`: the script loaded first (so
+    /// every `EVALSHA` succeeds, even right after a restart), then one call per key.
+    fn sync_pipeline<'a>(&self, t: u64, keys: impl Iterator<Item = &'a Sent>) -> redis::Pipeline {
         let script = sync_script();
         let mut pipe = redis::pipe();
-        // Loading first makes every EVALSHA below succeed, even right after a restart.
         pipe.cmd("SCRIPT").arg("LOAD").arg(SYNC_SCRIPT).ignore();
-        for s in &sent {
+        for s in keys {
             // The idle time of window j ends at (j + 2)·P (it is still "previous" in j + 1).
             let ttl = |j: u64| {
                 let end = (j + 2).saturating_mul(self.period_ns);
@@ -511,54 +591,25 @@ impl Inner {
                 .arg(ttl(prev_k))
                 .arg(ttl(s.k));
         }
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let mut conn = self.conn.clone();
-        let reply: Result<Vec<(u64, u64)>, Error> =
-            bounded(self.timeout, pipe.query_async(&mut conn)).await;
-        let reply = reply.and_then(|r| {
-            if r.len() == sent.len() {
-                Ok(r)
-            } else {
-                Err(Error::BadReply(format!(
-                    "{} replies for {} keys",
-                    r.len(),
-                    sent.len()
-                )))
+        pipe
+    }
+
+    /// Takes in one key's global counts read back by a sync.
+    fn apply(&self, s: &Sent, g_prev: u64, g_curr: u64) {
+        let mut table = lock(&self.shard(&s.key).table);
+        let Some(e) = table.get_mut(&s.key) else {
+            return;
+        };
+        if e.k == s.k {
+            if s.k > 0 {
+                e.w[0].global = g_prev;
+                e.w[0].own_synced = s.own[0];
             }
-        });
-        match reply {
-            Ok(globals) => {
-                for (s, (g_prev, g_curr)) in sent.iter().zip(globals) {
-                    let mut table = lock(&self.shard(&s.key).table);
-                    let Some(e) = table.get_mut(&s.key) else {
-                        continue;
-                    };
-                    if e.k == s.k {
-                        if s.k > 0 {
-                            e.w[0].global = g_prev;
-                            e.w[0].own_synced = s.own[0];
-                        }
-                        e.w[1].global = g_curr;
-                        e.w[1].own_synced = s.own[1];
-                    } else if e.k == s.k + 1 {
-                        e.w[0].global = g_curr;
-                        e.w[0].own_synced = s.own[1];
-                    }
-                }
-                self.note_sync();
-                Ok(sent.len())
-            }
-            Err(err) => {
-                // Nothing to give back: the next sync sends the cumulative counts
-                // again (still unconfirmed, so still dirty) and reads these keys again.
-                for s in &sent {
-                    if let Some(e) = lock(&self.shard(&s.key).table).get_mut(&s.key) {
-                        e.touched = true;
-                    }
-                }
-                self.sync_errors.fetch_add(1, Ordering::Relaxed);
-                Err(err)
-            }
+            e.w[1].global = g_curr;
+            e.w[1].own_synced = s.own[1];
+        } else if e.k == s.k + 1 {
+            e.w[0].global = g_curr;
+            e.w[0].own_synced = s.own[1];
         }
     }
 
@@ -761,6 +812,7 @@ impl HybridRateLimiterBuilder {
                 )))
             }
         };
+        super::check_prefix(&self.prefix)?;
         let period_ns = crate::clock::duration_to_nanos(self.quota.period());
         if self.interval != Duration::MAX && self.interval >= self.quota.period() {
             return Err(Error::Unsupported(format!(

@@ -73,18 +73,49 @@ impl<T: ConnectionLike + Clone + Send + Sync + 'static> DynConnection for T {
 }
 
 /// A shared connection: clones share the underlying multiplexed connection.
-pub(crate) struct Connection(Box<dyn DynConnection>);
+pub(crate) struct Connection(Box<dyn DynConnection>, bool);
 
 impl Connection {
     pub(crate) fn new<C: ConnectionLike + Clone + Send + Sync + 'static>(c: C) -> Self {
-        Connection(Box::new(c))
+        let cluster = std::any::TypeId::of::<C>()
+            == std::any::TypeId::of::<redis::cluster_async::ClusterConnection>();
+        Connection(Box::new(c), cluster)
+    }
+
+    /// Whether this is a Redis Cluster connection: a pipeline must then stay within
+    /// one hash slot, so the hybrid sync sends one pipeline per slot, concurrently.
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.1
     }
 }
 
 impl Clone for Connection {
     fn clone(&self) -> Self {
-        Connection(self.0.clone_box())
+        Connection(self.0.clone_box(), self.1)
     }
+}
+
+/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag (the part
+/// between the first `{` and the next `}`, when not empty) or of the whole key,
+/// modulo 16,384.
+pub(crate) fn hash_slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    let mut crc: u16 = 0;
+    for &b in tagged.unwrap_or(key) {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16_384
 }
 
 impl ConnectionLike for Connection {
@@ -153,7 +184,7 @@ impl ConnectionLike for Lazy {
     }
 
     fn get_db(&self) -> i64 {
-        self.client.get_connection_info().redis.db
+        self.client.get_connection_info().redis_settings().db()
     }
 }
 
@@ -177,8 +208,8 @@ impl Target {
                 // No retries inside one attempt: a refused connection is reported as
                 // refused, not as the timeout that retries would run into.
                 let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(timeout)
-                    .set_response_timeout(timeout)
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
                     .set_number_of_retries(0);
                 let lazy_conn = Lazy {
                     client,
@@ -217,6 +248,18 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Refuses a prefix with braces: every key is `prefix:{key}:…`, and Redis Cluster
+/// hashes a key by its first `{…}`, so braces in the prefix would put every key of the
+/// limiter in one slot, on one node.
+pub(crate) fn check_prefix(prefix: &str) -> Result<(), Error> {
+    if prefix.contains(['{', '}']) {
+        return Err(Error::Unsupported(format!(
+            "prefix {prefix:?} contains a brace: on Redis Cluster every key would hash to one slot (the key's own name is the hash tag); use a prefix without braces"
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `fut` within `timeout`.
 pub(crate) async fn bounded<T>(
     timeout: Duration,
@@ -226,7 +269,12 @@ pub(crate) async fn bounded<T>(
         Err(_) => Err(Error::Timeout(timeout)),
         // The connection's own response timeout (same duration) may fire first.
         Ok(Err(e)) if e.is_timeout() => Err(Error::Timeout(timeout)),
-        Ok(Err(e)) if e.kind() == redis::ErrorKind::TypeError => {
+        Ok(Err(e))
+            if matches!(
+                e.kind(),
+                redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
+            ) =>
+        {
             Err(Error::BadReply(e.to_string()))
         }
         // A key of the wrong type (another algorithm's state under this prefix), or a
@@ -236,5 +284,21 @@ pub(crate) async fn bounded<T>(
             Err(Error::ForeignState(e.to_string()))
         }
         Ok(r) => Ok(r?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hash_slot;
+
+    /// Values `CLUSTER KEYSLOT` gives (Redis's own documentation and a real cluster).
+    #[test]
+    fn hash_slots_match_redis() {
+        assert_eq!(hash_slot(b"foo"), 12_182);
+        assert_eq!(hash_slot(b"somekey"), 11_058);
+        assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
+        assert_eq!(hash_slot(b"foo{}{bar}"), hash_slot(b"foo{}{bar}"));
+        assert_ne!(hash_slot(b"foo{}{bar}"), hash_slot(b"bar"));
+        assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
     }
 }

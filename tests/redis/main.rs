@@ -2,6 +2,7 @@
 //! the tests themselves on a free loopback port (binary from `REDIS_SERVER` or `PATH`).
 #![cfg(feature = "redis")]
 
+mod cluster;
 mod differential;
 mod edges;
 mod exact;
