@@ -6,3 +6,9 @@ mod backends;
 mod grpc;
 mod spoofing;
 mod support;
+#[cfg(feature = "redis")]
+mod redis_backed;
+#[cfg(feature = "redis")]
+#[allow(dead_code)]
+#[path = "../redis/server.rs"]
+mod redis_server;
