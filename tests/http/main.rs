@@ -4,11 +4,11 @@
 mod axum_server;
 mod backends;
 mod grpc;
-mod spoofing;
-mod support;
 #[cfg(feature = "redis")]
 mod redis_backed;
 #[cfg(feature = "redis")]
 #[allow(dead_code)]
 #[path = "../redis/server.rs"]
 mod redis_server;
+mod spoofing;
+mod support;

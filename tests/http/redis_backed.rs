@@ -23,7 +23,10 @@ async fn redis_policy_limits_then_503_when_redis_is_gone() {
     for left in [1, 0] {
         let r = get_with(addr, &acme).await;
         assert_eq!(r.status, 200);
-        assert_eq!(parse_list(r.header("ratelimit").unwrap())[0].param("r"), left);
+        assert_eq!(
+            parse_list(r.header("ratelimit").unwrap())[0].param("r"),
+            left
+        );
     }
     let r = get_with(addr, &acme).await;
     assert_eq!(r.status, 429);
