@@ -36,10 +36,28 @@
 use metrics::{counter, describe_counter, Counter, Unit};
 
 /// Name of the decisions counter.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(tollgate::metrics::DECISIONS, "tollgate_decisions_total");
+/// ```
 pub const DECISIONS: &str = "tollgate_decisions_total";
 /// Name of the backend-errors counter.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(tollgate::metrics::BACKEND_ERRORS, "tollgate_backend_errors_total");
+/// ```
 pub const BACKEND_ERRORS: &str = "tollgate_backend_errors_total";
 /// Name of the missing-keys counter.
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(tollgate::metrics::MISSING_KEYS, "tollgate_missing_keys_total");
+/// ```
 pub const MISSING_KEYS: &str = "tollgate_missing_keys_total";
 
 /// Registers the help text of every tollgate series with the installed recorder.
