@@ -277,7 +277,9 @@ pin_project! {
     #[project = KindProj]
     enum Kind<F, B, E> {
         Inner { #[pin] future: F, headers: Option<Fields> },
-        Refused { response: Option<Response<ResponseBody<B>>> },
+        // Boxed: a refusal allocates its body anyway, and the admitted path's future
+        // stays small.
+        Refused { response: Option<Box<Response<ResponseBody<B>>>> },
         Boxed { future: BoxResponse<B, E> },
     }
 }
@@ -295,7 +297,7 @@ where
                 Poll::Ready(Ok(finish(resp, headers.take())))
             }
             KindProj::Refused { response } => match response.take() {
-                Some(r) => Poll::Ready(Ok(r)),
+                Some(r) => Poll::Ready(Ok(*r)),
                 None => Poll::Pending,
             },
             KindProj::Boxed { future } => future.as_mut().poll(cx),
@@ -448,7 +450,9 @@ where
                     future: self.inner.call(Request::from_parts(parts, body)),
                     headers,
                 },
-                Next::Refuse(r) => Kind::Refused { response: Some(r) },
+                Next::Refuse(r) => Kind::Refused {
+                    response: Some(Box::new(r)),
+                },
             };
             return ResponseFuture { kind };
         }
