@@ -113,7 +113,11 @@ impl RateLimitLayer {
     }
 
     /// Adds a policy. A request must pass every enforced policy, and one denied by any of
-    /// them consumes nothing from the others.
+    /// them consumes nothing from the others: with two or more enforced policies, each is
+    /// first peeked and then acquired (for a Redis exact backend, two round trips). Between
+    /// the peek and the acquire another request may take the last capacity of a later
+    /// policy; the earlier ones are then given back through [`Backend::release`](super::Backend::release) where the
+    /// backend can (see there).
     ///
     /// # Example
     ///
