@@ -222,6 +222,39 @@ async fn hybrid(url: &str, threads: usize) -> (f64, f64) {
     )
 }
 
+/// Wall time of one hybrid sync (client encoding, Redis, network) with `tracked` keys
+/// in the table of which `active` were used since the last sync, median of 5.
+async fn sync_cost(url: &str, tracked: usize, active: usize) -> Duration {
+    // Hour-long windows: no key's window ends during the measurement.
+    let limiter = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(1_000_000))
+        .url(url)
+        .prefix(&format!("bench-sync-{tracked}-{active}"))
+        .sync_interval(Duration::MAX)
+        .max_keys(2 * tracked) // shards fill unevenly: room to spare
+        .timeout(Duration::from_secs(30))
+        .build()
+        .await
+        .expect("build");
+    let keys: Vec<String> = (0..tracked).map(|k| format!("key-{k}")).collect();
+    for k in &keys {
+        let _ = limiter.check(k);
+    }
+    limiter.sync().await.expect("first sync");
+    let mut times = Vec::new();
+    for round in 0..5 {
+        let step = (tracked / active.max(1)).max(1);
+        for i in 0..active {
+            let _ = limiter.check(&keys[(i * step + round) % tracked]);
+        }
+        let t0 = Instant::now();
+        let sent = limiter.sync().await.expect("sync");
+        times.push(t0.elapsed());
+        assert_eq!(sent, active);
+    }
+    times.sort();
+    times[2]
+}
+
 fn main() {
     let server = start_server();
     let url = format!("redis://127.0.0.1:{}", server.1);
@@ -278,6 +311,19 @@ fn main() {
         "ratio best exact / highest redis-benchmark EVALSHA rate: {:.2}",
         best / top
     );
+    for (tracked, active) in [
+        (1_000, 1_000),
+        (10_000, 10_000),
+        (100_000, 100_000),
+        (100_000, 1_000),
+        (100_000, 0),
+    ] {
+        let t = rt.block_on(sync_cost(&url, tracked, active));
+        println!(
+            "hybrid sync, {tracked:>7} tracked keys, {active:>7} used since the last sync: {:>9.2} ms",
+            t.as_secs_f64() * 1e3
+        );
+    }
     for threads in [1, 2] {
         let (rps, rt_ratio) = rt.block_on(hybrid(&url, threads));
         println!(
