@@ -222,7 +222,60 @@ async fn hybrid(url: &str, threads: usize) -> (f64, f64) {
     )
 }
 
+/// Redis's own time (µs) spent in `EVALSHA` so far, from `INFO commandstats`.
+async fn evalsha_usec(url: &str) -> u64 {
+    let client = redis::Client::open(url).expect("client");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .expect("info");
+    info.lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("usec=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One hybrid sync's cost with `tracked` keys of which `active` were used since the
+/// last sync: (wall time of `sync()` in ms, Redis time in `EVALSHA` in ms, keys sent).
+async fn sync_cost(url: &str, tracked: usize, active: usize) -> (f64, f64, usize) {
+    let limiter = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(1_000_000))
+        .url(url)
+        .prefix(format!("bench-sync-{tracked}-{active}"))
+        .max_keys(tracked.max(100_000))
+        .timeout(Duration::from_secs(30))
+        .sync_interval(Duration::MAX)
+        .build()
+        .await
+        .expect("build");
+    let keys: Vec<String> = (0..tracked).map(|k| format!("key-{k}")).collect();
+    for k in &keys {
+        let _ = limiter.check(k);
+    }
+    limiter.sync().await.expect("first sync");
+    // Spread the active keys over the table.
+    let step = tracked / active.max(1);
+    for k in keys.iter().step_by(step.max(1)).take(active) {
+        let _ = limiter.check(k);
+    }
+    let before = evalsha_usec(url).await;
+    let t0 = Instant::now();
+    let sent = limiter.sync().await.expect("measured sync");
+    let wall = t0.elapsed().as_secs_f64() * 1e3;
+    let redis_ms = (evalsha_usec(url).await - before) as f64 / 1e3;
+    (wall, redis_ms, sent)
+}
+
 fn main() {
+    if std::env::var("REDIS_BENCH").as_deref() == Ok("sync") {
+        sync_main();
+        return;
+    }
     let server = start_server();
     let url = format!("redis://127.0.0.1:{}", server.1);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -285,5 +338,25 @@ fn main() {
              {:.5}% round trips per decision",
             rt_ratio * 100.0
         );
+    }
+}
+
+/// `REDIS_BENCH=sync cargo bench --features redis --bench redis`: the hybrid sync's
+/// cost against tracked and active keys.
+fn sync_main() {
+    let server = start_server();
+    let url = format!("redis://127.0.0.1:{}", server.1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for tracked in [1_000, 10_000, 100_000] {
+        for active in [tracked, tracked / 100, 0] {
+            let (wall, redis_ms, sent) = rt.block_on(sync_cost(&url, tracked, active));
+            println!(
+                "hybrid sync, {tracked:>7} tracked, {active:>7} active: {sent:>7} keys sent, \
+                 {wall:>8.1} ms wall, {redis_ms:>8.1} ms Redis time"
+            );
+        }
     }
 }

@@ -8,4 +8,6 @@ mod edges;
 mod exact;
 mod failure;
 mod hybrid;
+mod overshoot_faults;
 mod server;
+mod sync_scale;
