@@ -44,7 +44,8 @@ fn sync_script() -> &'static Script {
 pub struct HybridStats {
     /// Decisions made (all local).
     pub decisions: u64,
-    /// Redis round trips made by syncs (one per sync with keys to share).
+    /// Redis round trips made by syncs (one per sync with keys to share and per 2,000 of
+    /// its keys; on Redis Cluster one per hash slot among them).
     pub round_trips: u64,
     /// Syncs that failed; their counts are kept and sent with the next sync.
     pub sync_errors: u64,
@@ -141,7 +142,7 @@ struct Shard {
 /// admissions in the window. A background task, every sync interval `I`, sets this
 /// instance's fields for the keys that changed or were used since the last sync and
 /// reads back their global counts (the fields summed), in one pipelined round trip
-/// (one atomic script per key; the hash's TTL is set with every write). Setting a
+/// per 2,000 keys (one atomic script per key; the hash's TTL is set with every write). Setting a
 /// cumulative count is idempotent: a sync whose reply was lost (a timeout while Redis
 /// still ran it) is simply sent again, and nothing is counted twice. Keys neither used
 /// nor changed since the last sync cost nothing, so a sync costs what changed, not
@@ -469,7 +470,7 @@ impl Inner {
 
     /// One sync: sends the cumulative counts of every key that changed or was used
     /// since the last sync, and reads back their global counts, in one pipelined round
-    /// trip. Keys neither used nor changed cost nothing. Shard locks are held only to
+    /// trip per chunk of keys. Keys neither used nor changed cost nothing. Shard locks are held only to
     /// collect and to apply (no network I/O, no allocation per key under them).
     async fn sync(&self) -> Result<usize, Error> {
         let _one_at_a_time = self.sync_lock.lock().await;
