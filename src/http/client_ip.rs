@@ -342,14 +342,14 @@ impl KeyExtractor for ClientIp {
 
 /// The connection's peer, from whichever server recorded it.
 pub(crate) fn peer_addr(parts: &Parts) -> Option<IpAddr> {
-    if let Some(PeerAddr(a)) = parts.extensions.get::<PeerAddr>() {
-        return Some(a.ip());
-    }
     #[cfg(feature = "axum")]
     if let Some(axum::extract::ConnectInfo(a)) = parts
         .extensions
         .get::<axum::extract::ConnectInfo<SocketAddr>>()
     {
+        return Some(a.ip());
+    }
+    if let Some(PeerAddr(a)) = parts.extensions.get::<PeerAddr>() {
         return Some(a.ip());
     }
     None

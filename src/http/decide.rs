@@ -26,13 +26,33 @@ impl Report {
     }
 }
 
+/// The reports of one request: inline for the common single policy.
+#[derive(Debug)]
+pub(crate) enum Reports {
+    None,
+    One(Report),
+    Many(Vec<Report>),
+}
+
+impl std::ops::Deref for Reports {
+    type Target = [Report];
+
+    fn deref(&self) -> &[Report] {
+        match self {
+            Reports::None => &[],
+            Reports::One(r) => std::slice::from_ref(r),
+            Reports::Many(v) => v,
+        }
+    }
+}
+
 /// The layer's answer to one request.
 #[derive(Debug)]
 pub(crate) enum Verdict {
     /// Forward; the reports feed the headers (shadow denials included).
-    Pass(Vec<Report>),
-    /// Deny; the reports of the denying policy (and shadow policies are not asked).
-    Deny(Vec<Report>),
+    Pass(Reports),
+    /// Deny; the report of the denying policy (and shadow policies are not asked).
+    Deny(Reports),
     /// A policy with [`MissingKey::Reject`] had no key.
     Reject(usize, StatusCode),
     /// A backend failed.
@@ -102,17 +122,17 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
                         }
                         Ok(d) => {
                             release(policies, parts, &taken);
-                            return Verdict::Deny(vec![Report {
+                            return Verdict::Deny(Reports::One(Report {
                                 policy: i,
                                 decision: Some(d),
-                            }]);
+                            }));
                         }
                         Err(BackendError::Capacity(_)) => {
                             release(policies, parts, &taken);
-                            return Verdict::Deny(vec![Report {
+                            return Verdict::Deny(Reports::One(Report {
                                 policy: i,
                                 decision: None,
-                            }]);
+                            }));
                         }
                         Err(e) => {
                             release(policies, parts, &taken);
@@ -147,17 +167,17 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
             }
             Ok(d) => {
                 release(policies, parts, &taken);
-                return Verdict::Deny(vec![Report {
+                return Verdict::Deny(Reports::One(Report {
                     policy: i,
                     decision: Some(d),
-                }]);
+                }));
             }
             Err(BackendError::Capacity(_)) => {
                 release(policies, parts, &taken);
-                return Verdict::Deny(vec![Report {
+                return Verdict::Deny(Reports::One(Report {
                     policy: i,
                     decision: None,
-                }]);
+                }));
             }
             Err(e) => {
                 release(policies, parts, &taken);
@@ -180,7 +200,7 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
             });
         }
     }
-    Verdict::Pass(reports)
+    Verdict::Pass(Reports::Many(reports))
 }
 
 struct Noop;
@@ -189,8 +209,43 @@ impl Wake for Noop {
     fn wake(self: Arc<Self>) {}
 }
 
+/// One enforced policy whose backend answers at once: the common case, decided with no
+/// allocation.
+fn decide_one(p: &Policy, parts: &Parts) -> Verdict {
+    let cost = p.cost_of(parts);
+    let Some(mut acq) = p.engine.acquire(parts, cost) else {
+        p.count_missing();
+        return match p.missing {
+            MissingKey::Reject(status) => Verdict::Reject(0, status),
+            _ => Verdict::Pass(Reports::None),
+        };
+    };
+    let result = acq.now().unwrap_or_else(|| {
+        Err(BackendError::unavailable(
+            "a backend whose is_async() is false returned a pending Acquire",
+        ))
+    });
+    let report = |decision| {
+        Reports::One(Report {
+            policy: 0,
+            decision,
+        })
+    };
+    match result {
+        Ok(d) if d.is_allowed() => Verdict::Pass(report(Some(d))),
+        Ok(d) => Verdict::Deny(report(Some(d))),
+        Err(BackendError::Capacity(_)) => Verdict::Deny(report(None)),
+        Err(e) => Verdict::Failed(0, e),
+    }
+}
+
 /// Runs [`decide`] for backends that all answer at once: one poll completes it.
 pub(crate) fn decide_now(policies: &[Policy], parts: &Parts) -> Verdict {
+    if let [p] = policies {
+        if !p.shadow {
+            return decide_one(p, parts);
+        }
+    }
     static WAKER: OnceLock<Waker> = OnceLock::new();
     let waker = WAKER.get_or_init(|| Waker::from(Arc::new(Noop)));
     let mut cx = Context::from_waker(waker);

@@ -12,9 +12,12 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::decide::{decide, decide_now, Report, Verdict};
+use super::decide::{decide, decide_now, Verdict};
 use super::policy::Policy;
-use super::response::{add_headers, is_grpc, policy_header, refuse, retry_after, Headers, Refusal};
+use super::response::{
+    fields, is_grpc, policy_header, refuse, retry_after, Fields, Headers, Refusal, RATELIMIT,
+    RATELIMIT_POLICY,
+};
 
 /// What the layer answers when a policy's backend fails (a Redis error with no
 /// `Fallback` configured on the limiter).
@@ -273,7 +276,7 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F, B, E> {
-        Inner { #[pin] future: F, headers: Option<HeaderMap> },
+        Inner { #[pin] future: F, headers: Option<Fields> },
         Refused { response: Option<Response<ResponseBody<B>>> },
         Boxed { future: BoxResponse<B, E> },
     }
@@ -300,36 +303,75 @@ where
     }
 }
 
-fn finish<B>(resp: Response<B>, headers: Option<HeaderMap>) -> Response<ResponseBody<B>> {
+fn finish<B>(resp: Response<B>, headers: Option<Fields>) -> Response<ResponseBody<B>> {
     let (mut parts, body) = resp.into_parts();
     if let Some(h) = headers {
-        parts.headers.extend(h);
+        merge(&mut parts.headers, h);
     }
     Response::from_parts(parts, ResponseBody::inner(body))
+}
+
+/// Adds this layer's fields to a response that an inner layer (or the service) may have
+/// given its own: `RateLimit` and `RateLimit-Policy` are Lists, so the members are joined
+/// (inner first); any other field already present is the inner one's and is kept.
+fn merge(into: &mut HeaderMap, ours: Fields) {
+    for (name, value) in ours.into_iter() {
+        match into.get(&name) {
+            None => {
+                into.insert(name, value);
+            }
+            Some(theirs) if name == RATELIMIT || name == RATELIMIT_POLICY => {
+                let mut joined = theirs.as_bytes().to_vec();
+                joined.extend_from_slice(b", ");
+                joined.extend_from_slice(value.as_bytes());
+                if let Ok(v) = http::HeaderValue::from_bytes(&joined) {
+                    into.insert(name, v);
+                }
+            }
+            Some(_) => {}
+        }
+    }
 }
 
 /// What the service does after the decision.
 enum Next<B> {
     /// Call the inner service; add these headers to its response.
-    Forward(Option<HeaderMap>),
+    Forward(Option<Fields>),
     Refuse(Response<ResponseBody<B>>),
+}
+
+/// Counts the verdict in the policies' `metrics` series (feature `metrics`).
+#[cfg(feature = "metrics")]
+fn record(policies: &[Policy], verdict: &Verdict) {
+    match verdict {
+        Verdict::Pass(reports) => {
+            for r in reports.iter() {
+                let c = &policies[r.policy].counters;
+                if r.denied() { &c.shadow } else { &c.allowed }.increment(1);
+            }
+        }
+        Verdict::Deny(reports) => {
+            for r in reports.iter() {
+                policies[r.policy].counters.limited.increment(1);
+            }
+        }
+        Verdict::Failed(i, _) => policies[*i].counters.backend_errors.increment(1),
+        Verdict::Reject(..) => {}
+    }
 }
 
 fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Verdict) -> Next<B> {
     let policies = &config.policies;
-    let grpc = is_grpc(&parts.headers);
-    let headers_of = |reports: &[Report]| {
-        let mut h = HeaderMap::new();
-        add_headers(&mut h, &config.headers, policies, reports, true);
-        h
-    };
+    #[cfg(feature = "metrics")]
+    record(policies, &verdict);
+    // Read only when refusing: the admitted path does not look at the content type.
+    let grpc = || is_grpc(&parts.headers);
     match verdict {
         Verdict::Pass(reports) => {
             let h = &config.headers;
             if h.on_allowed || h.legacy {
-                let mut map = HeaderMap::new();
-                add_headers(&mut map, h, policies, &reports, h.on_allowed);
-                Next::Forward(Some(map))
+                let f = fields(h, policies, &reports, h.on_allowed);
+                Next::Forward((!f.is_empty()).then_some(f))
             } else {
                 Next::Forward(None)
             }
@@ -345,7 +387,7 @@ fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Verdict) -> N
                 ),
             };
             let mut resp = refuse(
-                grpc,
+                grpc(),
                 &Refusal {
                     status: StatusCode::TOO_MANY_REQUESTS,
                     detail,
@@ -353,11 +395,11 @@ fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Verdict) -> N
                     retry_after: retry,
                 },
             );
-            resp.headers_mut().extend(headers_of(&reports));
+            fields(&config.headers, policies, &reports, true).insert_into(resp.headers_mut());
             Next::Refuse(resp)
         }
         Verdict::Reject(i, status) => Next::Refuse(refuse(
-            grpc,
+            grpc(),
             &Refusal {
                 status,
                 detail: format!("request has no key for rate limit {:?}", policies[i].name()),
@@ -368,7 +410,7 @@ fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Verdict) -> N
         Verdict::Failed(i, e) => match config.on_error {
             OnBackendError::Allow => Next::Forward(None),
             OnBackendError::Status(status) => Next::Refuse(refuse(
-                grpc,
+                grpc(),
                 &Refusal {
                     status,
                     detail: format!("rate limit {:?} could not decide: {e}", policies[i].name()),
@@ -427,5 +469,152 @@ where
         ResponseFuture {
             kind: Kind::Boxed { future },
         }
+    }
+}
+
+#[cfg(all(test, feature = "metrics"))]
+mod metrics_tests {
+    use std::collections::HashMap;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use metrics::{
+        Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+    };
+    use tower_layer::Layer;
+    use tower_service::Service;
+
+    use super::*;
+    use crate::http::{ClientIp, Global, PeerAddr};
+    use crate::{Algorithm, KeyedRateLimiter, Quota, RateLimiter};
+
+    /// A recorder keeping every counter by its rendered key.
+    #[derive(Default)]
+    struct Counters(Mutex<HashMap<String, Arc<AtomicU64>>>);
+
+    struct Cell(Arc<AtomicU64>);
+
+    impl CounterFn for Cell {
+        fn increment(&self, n: u64) {
+            self.0.fetch_add(n, Ordering::Relaxed);
+        }
+        fn absolute(&self, n: u64) {
+            self.0.store(n, Ordering::Relaxed);
+        }
+    }
+
+    impl Recorder for Counters {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            let mut labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            labels.sort();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            let cell = Arc::clone(self.0.lock().unwrap().entry(name).or_default());
+            Counter::from_arc(Arc::new(Cell(cell)))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    impl Counters {
+        fn get(&self, name: &str) -> u64 {
+            self.0
+                .lock()
+                .unwrap()
+                .get(name)
+                .map_or(0, |c| c.load(Ordering::Relaxed))
+        }
+    }
+
+    #[derive(Clone)]
+    struct Ok200;
+
+    impl Service<Request<()>> for Ok200 {
+        type Response = Response<String>;
+        type Error = Infallible;
+        type Future = std::future::Ready<Result<Response<String>, Infallible>>;
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            std::future::ready(Ok(Response::new(String::new())))
+        }
+    }
+
+    fn status<S>(svc: &mut S, peer: bool) -> u16
+    where
+        S: Service<Request<()>, Response = Response<ResponseBody<String>>, Error = Infallible>,
+    {
+        let mut req = Request::new(());
+        if peer {
+            req.extensions_mut()
+                .insert(PeerAddr("192.0.2.1:1".parse().unwrap()));
+        }
+        let waker = std::task::Waker::from(Arc::new(Noop));
+        let mut cx = Context::from_waker(&waker);
+        match std::pin::pin!(svc.call(req)).as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(r)) => r.status().as_u16(),
+            _ => unreachable!("answers at once"),
+        }
+    }
+
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    #[test]
+    fn decisions_by_policy_and_outcome_never_by_key() {
+        let rec = Counters::default();
+        let mut svc = metrics::with_local_recorder(&rec, || {
+            let one = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(2))
+                .build()
+                .unwrap();
+            let ip = KeyedRateLimiter::<std::net::IpAddr>::builder(
+                Algorithm::FixedWindow,
+                Quota::per_minute(1),
+            )
+            .build()
+            .unwrap();
+            RateLimitLayer::new(Policy::new("g", one, Global))
+                .policy(Policy::new("trial", ip, ClientIp::peer()).shadow())
+                .layer(Ok200)
+        });
+        assert_eq!(status(&mut svc, true), 200);
+        assert_eq!(status(&mut svc, true), 200); // trial would have limited
+        assert_eq!(status(&mut svc, false), 429); // no peer: trial cannot key it
+        assert_eq!(
+            rec.get("tollgate_decisions_total{outcome=allowed,policy=g}"),
+            2
+        );
+        assert_eq!(
+            rec.get("tollgate_decisions_total{outcome=limited,policy=g}"),
+            1
+        );
+        assert_eq!(
+            rec.get("tollgate_decisions_total{outcome=allowed,policy=trial}"),
+            1
+        );
+        assert_eq!(
+            rec.get("tollgate_decisions_total{outcome=shadow,policy=trial}"),
+            1
+        );
+        assert_eq!(rec.get("tollgate_missing_keys_total{policy=trial}"), 0);
+        assert!(rec
+            .0
+            .lock()
+            .unwrap()
+            .keys()
+            .all(|k| !k.contains("192.0.2.1")));
     }
 }

@@ -109,6 +109,8 @@ pub struct Policy {
     cost: Option<Arc<CostFn>>,
     pub(crate) missing: MissingKey,
     missing_keys: Arc<AtomicU64>,
+    #[cfg(feature = "metrics")]
+    pub(crate) counters: crate::metrics::PolicyCounters,
 }
 
 impl Policy {
@@ -139,12 +141,14 @@ impl Policy {
             .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
             .collect();
         Policy {
-            name: name.into(),
             engine: Arc::new(Bound { limiter, key }),
             shadow: false,
             cost: None,
             missing: MissingKey::Skip,
             missing_keys: Arc::new(AtomicU64::new(0)),
+            #[cfg(feature = "metrics")]
+            counters: crate::metrics::PolicyCounters::new(&name),
+            name: name.into(),
         }
     }
 
@@ -303,6 +307,8 @@ impl Policy {
 
     pub(crate) fn count_missing(&self) {
         self.missing_keys.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        self.counters.missing_keys.increment(1);
     }
 
     pub(crate) fn cost_of(&self, parts: &Parts) -> u32 {

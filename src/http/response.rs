@@ -12,8 +12,8 @@ use super::body::ResponseBody;
 use super::decide::Report;
 use super::policy::Policy;
 
-const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
-const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+pub(crate) const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub(crate) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
@@ -25,6 +25,24 @@ pub(crate) const QUOTA_EXCEEDED: &str =
 /// Whole seconds, rounded up: a wait of 1 ns is 1 s, never 0.
 pub(crate) fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// Appends `n` in decimal (what `write!` does, without the formatting machinery on the
+/// hot path).
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &b in &buf[i..] {
+        out.push(b as char);
+    }
 }
 
 /// A structured-field String (RFC 9651 §3.3.3): quoted, `"` and `\` escaped. Policy names
@@ -42,8 +60,9 @@ fn sf_string(out: &mut String, s: &str) {
 
 fn header(s: String) -> HeaderValue {
     // Built from printable ASCII only, so this cannot fail; an empty value is the
-    // fallback that keeps the response well-formed if it ever did.
-    HeaderValue::from_str(&s).unwrap_or_else(|_| HeaderValue::from_static(""))
+    // fallback that keeps the response well-formed if it ever did. The String's buffer
+    // becomes the value's (no copy).
+    HeaderValue::from_maybe_shared(Bytes::from(s)).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 /// `RateLimit-Policy: "ip";q=3;w=60, "global";q=1000;w=1` over every policy: `q` the
@@ -73,14 +92,17 @@ fn t_secs(r: &Report) -> u64 {
 
 /// `RateLimit: "ip";r=2;t=41` for every policy that decided this request.
 pub(crate) fn ratelimit_header(policies: &[Policy], reports: &[Report]) -> Option<HeaderValue> {
-    let mut s = String::new();
+    let mut s = String::with_capacity(32 * reports.len());
     for r in reports {
         let Some(d) = r.decision else { continue };
         if !s.is_empty() {
             s.push_str(", ");
         }
         sf_string(&mut s, policies[r.policy].name());
-        let _ = write!(s, ";r={};t={}", d.remaining(), t_secs(r));
+        s.push_str(";r=");
+        push_u64(&mut s, u64::from(d.remaining()));
+        s.push_str(";t=");
+        push_u64(&mut s, t_secs(r));
     }
     (!s.is_empty()).then(|| header(s))
 }
@@ -93,18 +115,54 @@ pub(crate) struct Headers {
     pub(crate) policy: HeaderValue,
 }
 
-/// Adds the rate-limit fields of `reports` to `headers`.
-pub(crate) fn add_headers(
-    headers: &mut HeaderMap,
+/// The fields the layer adds to one response: small, because the response future carries
+/// it (the legacy trio, rarely asked for, is boxed).
+#[derive(Debug, Default)]
+pub(crate) struct Fields {
+    policy: Option<HeaderValue>,
+    ratelimit: Option<HeaderValue>,
+    legacy: Option<Box<[HeaderValue; 3]>>,
+}
+
+impl Fields {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ratelimit.is_none() && self.legacy.is_none()
+    }
+
+    /// Inserts every field into `headers`, replacing what is there.
+    pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
+        for (name, value) in self.into_iter() {
+            headers.insert(name, value);
+        }
+    }
+
+    pub(crate) fn into_iter(self) -> impl Iterator<Item = (HeaderName, HeaderValue)> {
+        let ietf = self
+            .policy
+            .map(|v| (RATELIMIT_POLICY, v))
+            .into_iter()
+            .chain(self.ratelimit.map(|v| (RATELIMIT, v)));
+        let legacy = self.legacy.into_iter().flat_map(|b| {
+            let [limit, remaining, reset] = *b;
+            [(X_LIMIT, limit), (X_REMAINING, remaining), (X_RESET, reset)]
+        });
+        ietf.chain(legacy)
+    }
+}
+
+/// The rate-limit fields of `reports`: `RateLimit-Policy` and `RateLimit` when `ietf`,
+/// and the legacy `X-RateLimit-*` when the layer asks for them.
+pub(crate) fn fields(
     opts: &Headers,
     policies: &[Policy],
     reports: &[Report],
     ietf: bool,
-) {
+) -> Fields {
+    let mut out = Fields::default();
     if ietf {
         if let Some(v) = ratelimit_header(policies, reports) {
-            headers.insert(RATELIMIT_POLICY, opts.policy.clone());
-            headers.insert(RATELIMIT, v);
+            out.policy = Some(opts.policy.clone());
+            out.ratelimit = Some(v);
         }
     }
     if opts.legacy {
@@ -115,11 +173,14 @@ pub(crate) fn add_headers(
             .min_by_key(|(_, d)| d.remaining())
         {
             let limit = policies[r.policy].quota().limit();
-            headers.insert(X_LIMIT, HeaderValue::from(limit));
-            headers.insert(X_REMAINING, HeaderValue::from(d.remaining()));
-            headers.insert(X_RESET, HeaderValue::from(t_secs(r)));
+            out.legacy = Some(Box::new([
+                HeaderValue::from(limit),
+                HeaderValue::from(d.remaining()),
+                HeaderValue::from(t_secs(r)),
+            ]));
         }
     }
+    out
 }
 
 /// `Retry-After` of a denial: the longest wait among the denying reports, whole seconds
@@ -267,6 +328,15 @@ fn grpc_message(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal() {
+        for n in [0, 7, 10, 1234567890, u64::MAX] {
+            let mut s = String::new();
+            push_u64(&mut s, n);
+            assert_eq!(s, n.to_string());
+        }
+    }
 
     #[test]
     fn seconds_round_up_and_never_zero() {

@@ -223,3 +223,34 @@ async fn byte_quota_costs_content_length_and_too_large_never_fits() {
     assert!(r.header("retry-after").is_none());
     assert!(r.body.contains("never"), "{}", r.body);
 }
+
+#[tokio::test]
+async fn nested_layers_join_their_list_members() {
+    let inner = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(1))
+        .build()
+        .unwrap();
+    let outer = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(5))
+        .build()
+        .unwrap();
+    let app = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::get(|| async { "ok" })
+                .layer(RateLimitLayer::new(Policy::new("inner", inner, Global))),
+        )
+        .layer(RateLimitLayer::new(Policy::new("outer", outer, Global)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let r = get_with(addr, &[]).await;
+    let names: Vec<String> = parse_list(r.header("ratelimit-policy").unwrap())
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(names, ["inner", "outer"]);
+    let r = get_with(addr, &[]).await;
+    assert_eq!(r.status, 429);
+    let rl = parse_list(r.header("ratelimit").unwrap());
+    assert_eq!((rl[0].name.as_str(), rl[0].param("r")), ("inner", 0));
+    assert_eq!((rl[1].name.as_str(), rl[1].param("r")), ("outer", 3));
+}

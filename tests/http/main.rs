@@ -2,6 +2,13 @@
 //! clients (hyper-util, tonic's channel).
 
 mod axum_server;
+mod backends;
 mod grpc;
+#[cfg(feature = "redis")]
+mod redis_backed;
+#[cfg(feature = "redis")]
+#[allow(dead_code)]
+#[path = "../redis/server.rs"]
+mod redis_server;
 mod spoofing;
 mod support;
