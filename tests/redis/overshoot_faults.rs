@@ -1,4 +1,4 @@
-//! The hybrid overshoot bound holds through failed syncs: N instances in synchronous
+//! The hybrid overshoot bound holds through failed syncs: N = 4 instances in synchronous
 //! rounds (each makes up to `m` requests for one key, then each syncs), two of every
 //! three rounds' syncs failing (Redis paused past the timeout; the paused scripts still
 //! run when the pause ends, as when a reply is lost).
@@ -14,7 +14,7 @@ use std::time::Duration;
 use tollgate::redis::{redis, HybridRateLimiter};
 use tollgate::{Algorithm, ManualClock, Quota};
 
-const N: usize = 3;
+const N: usize = 4;
 const M: u64 = 5;
 const LIMIT: u64 = 100;
 /// Failed syncs in a row (rounds 3j + 1 and 3j + 2 fail).
