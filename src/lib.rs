@@ -1,9 +1,9 @@
 // The README is the crate's front page when every feature is on (docs.rs builds so), so
 // its examples, which use those features, are compiled as doc tests there. Any other
 // feature set gets a short page of its own that compiles with it.
-#![cfg_attr(feature = "redis", doc = include_str!("../README.md"))]
+#![cfg_attr(all(feature = "redis", feature = "axum"), doc = include_str!("../README.md"))]
 #![cfg_attr(
-    not(feature = "redis"),
+    not(all(feature = "redis", feature = "axum")),
     doc = "A lock-free, fixed-memory rate-limiter engine: GCRA token and leaky buckets, fixed
 and sliding windows, an exact sliding log, one limit or one limit per key.
 
