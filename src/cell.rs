@@ -55,6 +55,12 @@ impl PackedCell {
     pub(crate) fn decide(&self, params: &PackedParams, now: u64, cost: u32) -> Decision {
         self.update(|state| params.step(state, now, cost))
     }
+
+    /// The decision for `cost` at `now`, writing nothing.
+    #[inline]
+    pub(crate) fn peek(&self, params: &PackedParams, now: u64, cost: u32) -> Decision {
+        params.step(self.state.load(Ordering::Acquire), now, cost).1
+    }
 }
 
 /// The sliding log's ring behind a lock: the one algorithm whose state does not fit a
@@ -74,5 +80,10 @@ impl LogCell {
     /// One decision of `params` at `now` for `cost`.
     pub(crate) fn decide(&self, params: &SlidingLog, now: u64, cost: u32) -> Decision {
         params.step(&mut lock(&self.ring), now, cost)
+    }
+
+    /// The decision for `cost` (at least 1) at `now`, logging nothing.
+    pub(crate) fn peek(&self, params: &SlidingLog, now: u64, cost: u32) -> Decision {
+        params.peek(&lock(&self.ring), now, cost)
     }
 }

@@ -189,6 +189,33 @@ impl<C: Clock> RateLimiter<C> {
         Ok(self.decide(n))
     }
 
+    /// The decision a request of cost 1 would get now, consuming nothing: whether it
+    /// would be admitted, what would remain, when to retry. (`check_n(0)` reports the
+    /// state without asking for anything, so it is always "allowed"; `peek` asks for
+    /// one.) Another caller may take the capacity between a peek and a check.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::SlidingLog, Quota::per_hour(1)).build()?;
+    /// assert!(l.peek().is_allowed());
+    /// assert!(l.peek().is_allowed()); // nothing was consumed
+    /// assert!(l.check().is_allowed());
+    /// let p = l.peek();
+    /// assert!(!p.is_allowed());
+    /// assert!(p.retry_after().is_some());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use = "a peek changes nothing; it only reports"]
+    pub fn peek(&self) -> Decision {
+        let now = crate::algorithm::now(&self.clock);
+        match &self.engine {
+            Engine::Packed(params, cell) => cell.peek(params, now, 1),
+            Engine::Log(params, cell) => cell.peek(params, now, 1),
+        }
+    }
+
     #[inline]
     fn decide(&self, n: u32) -> Decision {
         let now = crate::algorithm::now(&self.clock);

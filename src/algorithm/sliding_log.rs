@@ -240,6 +240,37 @@ impl SlidingLog {
         }
     }
 
+    /// What [`step`](Self::step) would decide for `cost` (at least 1) at `now`,
+    /// logging nothing: entries are in admission order, so when the `cost`-th oldest
+    /// has left the window, all older ones have too, and logging would add exactly
+    /// `cost` active entries.
+    pub(crate) fn peek<S: Stamps>(&self, ring: &Ring<S>, now: u64, cost: u32) -> Decision {
+        let reading = now;
+        let now = if ring.newest == EMPTY {
+            now
+        } else {
+            now.max(ring.newest)
+        };
+        let active = self.active(ring, now);
+        let nth_oldest = ring.entry(cost - 1);
+        if self.expired(nth_oldest, now) {
+            Decision::allow(
+                self.limit,
+                self.limit - active - cost,
+                now + self.period - reading,
+                0,
+            )
+        } else {
+            let reset = if ring.newest == EMPTY || self.expired(ring.newest, now) {
+                0
+            } else {
+                ring.newest + self.period - reading
+            };
+            let retry = nth_oldest + self.period - reading;
+            Decision::deny(self.limit, self.limit - active, reset, retry)
+        }
+    }
+
     /// Idle when every logged admission has left the window, from the cursor alone.
     pub(crate) fn cursor_is_idle(&self, cursor: Cursor, now: u64) -> bool {
         self.expired(cursor.newest, now)

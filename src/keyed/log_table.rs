@@ -187,6 +187,24 @@ impl LogTable {
         d
     }
 
+    /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
+    /// logging and inserting nothing.
+    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32) -> Decision {
+        let fp = fingerprint(h);
+        let loc = self.geo.locate(h);
+        for (_, i) in loc.probe(self.geo.window()) {
+            let slot = &self.slots[i];
+            if slot.hint.load(Ordering::Acquire) != fp {
+                continue;
+            }
+            let e = lock(&slot.entry);
+            if e.fp == fp {
+                return self.params.peek(&self.ring(i, e.cursor), now, cost);
+            }
+        }
+        self.params.fresh(cost)
+    }
+
     /// Finds or installs the key under its claim lock.
     fn claim(&self, fp: u64, loc: &Location, now: u64, cost: u32) -> Decision {
         let shard = &self.shards[loc.shard];

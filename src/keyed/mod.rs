@@ -508,6 +508,32 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         Ok(self.decide(key, n))
     }
 
+    /// The decision a request of cost 1 for `key` would get now, consuming nothing and
+    /// inserting nothing (a key the table does not hold is reported as fresh). Another
+    /// caller may take the capacity between a peek and a check.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<str>::builder(Algorithm::TokenBucket, Quota::per_hour(1)).build()?;
+    /// assert!(limiter.peek("alice").is_allowed());
+    /// assert_eq!(limiter.stats().occupied, 0); // a peek inserts nothing
+    /// assert!(limiter.check("alice").is_allowed());
+    /// assert!(!limiter.peek("alice").is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use = "a peek changes nothing; it only reports"]
+    pub fn peek(&self, key: &K) -> Decision {
+        let h = self.hasher.hash_one(key);
+        let now = self.now();
+        match &self.table {
+            Table::Packed(t) => t.peek(h, now, 1),
+            Table::Log(t) => t.peek(h, now, 1),
+        }
+    }
+
     #[inline]
     fn now(&self) -> u64 {
         crate::algorithm::now(&self.clock)

@@ -287,6 +287,22 @@ impl PackedTable {
         }
     }
 
+    /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
+    /// writing and inserting nothing.
+    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32) -> Decision {
+        let fp = fingerprint(h);
+        let loc = self.geo.locate(h);
+        match self.scan(fp, &loc) {
+            Scan::Found(_, w) => self.params.step(state_of(w), now, cost).1,
+            // A missing key is decided as fresh, at no older reading than a reclaim
+            // (as `decide` would).
+            Scan::Absent { .. } => {
+                let now = self.shards[loc.shard].floor(now);
+                self.params.step(0, now, cost).1
+            }
+        }
+    }
+
     /// The claim of a full pair of windows, under the key's claim lock: rescan, then
     /// reclaim an idle entry, or apply the `OnFull` policy. `None` when a CAS lost a
     /// race and the whole request should start over.

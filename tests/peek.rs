@@ -1,0 +1,82 @@
+//! `peek` (issue 9.1): the decision a cost-1 request would get now, consuming and
+//! inserting nothing, for all five algorithms, single and keyed. Checked against the
+//! engine itself: on a random schedule, a peek equals the check that follows it at the
+//! same reading, and a second peek equals the first.
+
+mod common;
+
+use common::with_seed;
+use std::time::Duration;
+use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, OnFull, Quota, RateLimiter};
+
+fn quotas(algorithm: Algorithm) -> Vec<Quota> {
+    let mut q = vec![
+        Quota::new(3, Duration::from_millis(10)),
+        Quota::new(1, Duration::from_millis(7)),
+        Quota::new(10, Duration::from_millis(100)),
+    ];
+    if algorithm.is_packed()
+        && !matches!(algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow)
+    {
+        q.push(Quota::new(10, Duration::from_millis(100)).with_burst(4));
+    }
+    q
+}
+
+#[test]
+fn a_peek_is_the_decision_the_next_check_gets() {
+    for algorithm in Algorithm::ALL {
+        for (i, quota) in quotas(algorithm).into_iter().enumerate() {
+            with_seed(
+                &format!("peek {algorithm:?} {quota:?}"),
+                0xbee5 + i as u64,
+                |rng| {
+                    let clock = ManualClock::new();
+                    let single = RateLimiter::builder(algorithm, quota)
+                        .clock(clock.clone())
+                        .build()
+                        .unwrap();
+                    let keyed = KeyedRateLimiter::<u64, _>::builder(algorithm, quota)
+                        .max_keys(4)
+                        .on_full(OnFull::Deny)
+                        .clock(clock.clone())
+                        .build()
+                        .unwrap();
+                    let (mut allowed, mut denied) = (0, 0);
+                    let mut now = 0u64;
+                    for _ in 0..3_000 {
+                        now += rng.u64(0..=4_000_000);
+                        clock.set(Duration::from_nanos(now));
+                        let key = rng.u64(0..6);
+                        // Occasionally a larger cost, so the state moves in other ways too.
+                        if rng.u32(0..5) == 0 {
+                            let n = rng.u32(1..=single.burst());
+                            let _ = single.check_n(n).unwrap();
+                            let _ = keyed.check_n(&key, n).unwrap();
+                            continue;
+                        }
+                        let p = single.peek();
+                        assert_eq!(single.peek(), p, "a peek changed the state");
+                        let d = single.check();
+                        assert_eq!(p, d, "single: peek then check at {now}");
+                        let occupied = keyed.stats().occupied;
+                        let kp = keyed.peek(&key);
+                        assert_eq!(keyed.stats().occupied, occupied, "a peek inserted");
+                        assert_eq!(keyed.peek(&key), kp);
+                        let kd = keyed.check(&key);
+                        assert_eq!(kp, kd, "keyed: peek then check of key {key} at {now}");
+                        if d.is_allowed() {
+                            allowed += 1;
+                        } else {
+                            denied += 1;
+                        }
+                    }
+                    assert!(
+                        allowed > 100 && denied > 100,
+                        "{allowed} allowed, {denied} denied"
+                    );
+                },
+            );
+        }
+    }
+}
