@@ -1,0 +1,230 @@
+//! [`RedisRateLimiterBuilder`]: target, prefix, timeout, fallback, clock.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// Builds a [`RedisRateLimiter`]; made by [`RedisRateLimiter::builder`].
+///
+/// # Example
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::redis::RedisRateLimiter;
+/// use tollgate::{Algorithm, Quota};
+///
+/// # async fn run() -> Result<(), tollgate::redis::Error> {
+/// let limiter = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(50))
+///     .url("redis://127.0.0.1:6379")
+///     .timeout(Duration::from_millis(20))
+///     .build()
+///     .await?;
+/// # let _ = limiter;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a builder does nothing until .build() is called"]
+pub struct RedisRateLimiterBuilder {
+    pub(super) algorithm: Algorithm,
+    pub(super) quota: Quota,
+    pub(super) target: Target,
+    pub(super) prefix: String,
+    pub(super) timeout: Duration,
+    pub(super) fallback: Fallback,
+    pub(super) time: TimeSource,
+}
+
+impl RedisRateLimiterBuilder {
+    /// Connects to the Redis at `url` (`redis://host:port/db`) when built.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
+    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .url("redis://127.0.0.1:6379/0");
+    /// # let _ = b;
+    /// ```
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.target = Target::Url(url.into());
+        self
+    }
+
+    /// Uses an existing connection, shared with the caller's other Redis traffic: a
+    /// `ConnectionManager` (reconnects by itself; what [`url`](Self::url) builds), a
+    /// `MultiplexedConnection`, or a Redis Cluster connection (enable the `redis`
+    /// crate's `cluster-async` feature in your own dependency on the same version:
+    /// every script touches one hash-tagged key, hence one slot).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = tollgate::redis::redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let conn = client.get_connection_manager().await?;
+    /// let limiter = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .connection(conn)
+    ///     .build()
+    ///     .await?;
+    /// # let _ = limiter;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn connection<C>(mut self, connection: C) -> Self
+    where
+        C: ConnectionLike + Clone + Send + Sync + 'static,
+    {
+        self.target = Target::Connection(Connection::new(connection));
+        self
+    }
+
+    /// Prefixes every Redis key (default `tollgate`). Give each limiter (each
+    /// algorithm and quota) its own prefix: limiters sharing a prefix share state.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
+    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .prefix("rl:search");
+    /// # let _ = b;
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Bounds every Redis call, and connecting (default 100 ms).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
+    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .timeout(Duration::from_millis(25));
+    /// # let _ = b;
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// What to do when Redis is unavailable (default [`Fallback::Error`]). With any
+    /// other policy, after a failed call the fallback decides alone for 100 ms before
+    /// Redis is tried again, so an outage costs one timeout per 100 ms, not one per
+    /// request.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::{Fallback, RedisRateLimiter}, Algorithm, Quota};
+    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .fallback(Fallback::Allow);
+    /// # let _ = b;
+    /// ```
+    pub fn fallback(mut self, fallback: Fallback) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    /// Decides at the caller's `clock` (whole microseconds of its nanoseconds) instead
+    /// of Redis `TIME`. Every instance must then share one clock; key TTLs are
+    /// computed in that clock's time plus one second of grace.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, ManualClock, Quota};
+    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .clock(ManualClock::new());
+    /// # let _ = b;
+    /// ```
+    pub fn clock<C: Clock>(mut self, clock: C) -> Self {
+        self.time = TimeSource::from_clock(clock);
+        self
+    }
+
+    /// Checks the quota, then connects (within the timeout). With a
+    /// [`fallback`](Self::fallback) other than `Error`, Redis is optional at start:
+    /// the limiter builds while Redis is down, the fallback answers, and the
+    /// connection is made on the first call that finds Redis reachable.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a quota the local engine refuses;
+    /// [`Error::Unrepresentable`] for one the scripts cannot compute exactly (a period
+    /// that is not whole microseconds, more than one request per microsecond for the
+    /// buckets, a bucket's span or a sliding window's `limit × period` past 2^50 µs,
+    /// about 35 years); [`Error::NoTarget`] without a URL or connection; without a
+    /// fallback, [`Error::Redis`] when Redis cannot be reached (see
+    /// [`Error::is_connection_refused`]) or [`Error::Timeout`] when it does not answer.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::{Error, RedisRateLimiter}, Algorithm, Quota};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let err = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(0))
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .build()
+    ///     .await
+    ///     .unwrap_err();
+    /// assert!(matches!(err, Error::Config(_)));
+    /// # }
+    /// ```
+    pub async fn build(self) -> Result<RedisRateLimiter, Error> {
+        let plan = Plan::new(self.algorithm, self.quota)?;
+        crate::redis::check_prefix(&self.prefix)?;
+        // With a fallback, Redis is optional at start: the fallback answers until the
+        // connection, made on first use, succeeds.
+        let lazy = !matches!(self.fallback, Fallback::Error);
+        let fallback = match self.fallback {
+            Fallback::Error => FallbackState::Error,
+            Fallback::Allow => FallbackState::Allow,
+            Fallback::Deny => FallbackState::Deny,
+            Fallback::Local(quota) => FallbackState::Local(Box::new(
+                KeyedRateLimiter::builder(self.algorithm, quota)
+                    .max_keys(FALLBACK_MAX_KEYS)
+                    .clock(FallbackClock::new(&self.time))
+                    .build()?,
+            )),
+        };
+        let grace_ms = match self.time {
+            TimeSource::Server => 0,
+            TimeSource::Caller(_) => CALLER_CLOCK_GRACE_MS,
+        };
+        let conn = self.target.connect(self.timeout, lazy).await?;
+        Ok(RedisRateLimiter {
+            inner: Arc::new(Inner {
+                conn,
+                plan,
+                algorithm: self.algorithm,
+                quota: self.quota,
+                prefix: self.prefix,
+                timeout: self.timeout,
+                time: self.time,
+                grace_ms,
+                fallback,
+                decisions: AtomicU64::new(0),
+                errors: AtomicU64::new(0),
+                fallbacks: AtomicU64::new(0),
+                down_until: AtomicU64::new(0),
+                epoch: Instant::now(),
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for RedisRateLimiterBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisRateLimiterBuilder")
+            .field("algorithm", &self.algorithm)
+            .field("quota", &self.quota)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("fallback", &self.fallback)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,380 @@
+//! The exact mode: one atomic Lua script, one `EVALSHA` round trip per decision.
+//!
+//! `mod.rs` holds the limiter and its decision path; `plan` the quota checks and the
+//! scripts; `fallback` what answers while Redis cannot; `builder` the builder.
+
+mod builder;
+mod fallback;
+mod plan;
+
+pub use builder::RedisRateLimiterBuilder;
+pub use fallback::Fallback;
+use fallback::{FallbackClock, FallbackState};
+use plan::*;
+
+use super::{bounded, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
+use crate::algorithm::{Params, SLIDING_LOG_MAX_LIMIT};
+use crate::{
+    Algorithm, Clock, Decision, InsufficientCapacity, KeyedRateLimiter, QuantaClock, Quota,
+};
+use redis::aio::ConnectionLike;
+use redis::Script;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Counters of a [`RedisRateLimiter`] (all its clones together).
+///
+/// # Example
+///
+/// ```
+/// let s = tollgate::redis::RedisStats::default();
+/// assert_eq!(s.decisions + s.errors + s.fallbacks, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RedisStats {
+    /// Decisions Redis made.
+    pub decisions: u64,
+    /// Redis calls that failed (error, timeout or bad reply).
+    pub errors: u64,
+    /// Decisions the [`Fallback`] made instead of Redis.
+    pub fallbacks: u64,
+}
+
+/// An exact distributed rate limiter: every decision is one atomic Lua script on
+/// Redis, so every instance sharing a Redis (and a prefix) shares one limit exactly.
+///
+/// Clones share one multiplexed connection and one set of counters.
+///
+/// Time comes from Redis `TIME` inside the script by default: one clock for every
+/// instance, no client skew. [`clock`](RedisRateLimiterBuilder::clock) passes the
+/// caller's clock instead.
+///
+/// Semantics are the local engine's ([`RateLimiter`](crate::RateLimiter)) in whole
+/// microseconds: the emission interval is `⌈period_µs / limit⌉` µs (rounded up: never
+/// more than the quota), windows are aligned to the
+/// clock's zero (the Unix epoch with Redis `TIME`), and every number the scripts
+/// compute stays below 2^53 (quotas that would not are refused at build time).
+///
+/// # Example
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::redis::{Fallback, RedisRateLimiter};
+/// use tollgate::{Algorithm, Quota};
+///
+/// # async fn run() -> Result<(), tollgate::redis::Error> {
+/// let limiter = RedisRateLimiter::builder(Algorithm::SlidingWindow, Quota::per_minute(600))
+///     .url("redis://127.0.0.1:6379")
+///     .prefix("api")
+///     .timeout(Duration::from_millis(50))
+///     .fallback(Fallback::Local(Quota::per_minute(60)))
+///     .build()
+///     .await?;
+/// let d = limiter.check("client-7").await?;
+/// println!("allowed: {}, remaining: {}", d.is_allowed(), d.remaining());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisRateLimiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: Connection,
+    plan: Plan,
+    algorithm: Algorithm,
+    quota: Quota,
+    prefix: String,
+    timeout: Duration,
+    time: TimeSource,
+    grace_ms: u64,
+    fallback: FallbackState,
+    decisions: AtomicU64,
+    errors: AtomicU64,
+    fallbacks: AtomicU64,
+    /// Nanoseconds after `epoch` before which the fallback answers alone.
+    down_until: AtomicU64,
+    epoch: Instant,
+}
+
+impl RedisRateLimiter {
+    /// Starts building an exact distributed limiter running `algorithm` on `quota`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::redis::RedisRateLimiter;
+    /// use tollgate::{Algorithm, Quota};
+    ///
+    /// let builder = RedisRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(10))
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .prefix("login");
+    /// # let _ = builder;
+    /// ```
+    pub fn builder(algorithm: Algorithm, quota: Quota) -> RedisRateLimiterBuilder {
+        RedisRateLimiterBuilder {
+            algorithm,
+            quota,
+            target: Target::None,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            fallback: Fallback::Error,
+            time: TimeSource::Server,
+        }
+    }
+
+    /// Decides one request of cost 1 for `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`], [`Error::Timeout`] or [`Error::BadReply`] when Redis cannot
+    /// decide within the timeout and the [`Fallback`] is `Error`;
+    /// [`Error::Unrepresentable`] when a caller's [`clock`](RedisRateLimiterBuilder::clock)
+    /// reads past 2^52 µs (about 142 years after its zero).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// if !limiter.check("10.0.0.1").await?.is_allowed() {
+    ///     // answer 429
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn check(&self, key: &str) -> Result<Decision, Error> {
+        self.check_n(key, 1).await
+    }
+
+    /// Decides one request of cost `n` for `key`. A cost of 0 changes nothing and
+    /// reports the current state.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InsufficientCapacity`] when `n` exceeds the capacity (the burst for
+    /// the buckets, the limit for the others); the Redis errors of
+    /// [`check`](Self::check).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// let d = limiter.check_n("upload:alice", 5).await?;
+    /// # let _ = d;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn check_n(&self, key: &str, n: u32) -> Result<Decision, Error> {
+        let inner = &*self.inner;
+        let capacity = inner.plan.capacity();
+        if n > capacity {
+            return Err(Error::InsufficientCapacity(InsufficientCapacity {
+                requested: n,
+                capacity,
+            }));
+        }
+        let has_fallback = !matches!(inner.fallback, FallbackState::Error);
+        if has_fallback && inner.elapsed_ns() < inner.down_until.load(Ordering::Relaxed) {
+            return Ok(inner.fall_back(key, n));
+        }
+        match inner.eval(key, n).await {
+            Ok(d) => {
+                inner.decisions.fetch_add(1, Ordering::Relaxed);
+                Ok(d)
+            }
+            Err(e) if !e.is_redis_unavailable() => Err(e),
+            Err(e) => {
+                inner.errors.fetch_add(1, Ordering::Relaxed);
+                if !has_fallback {
+                    return Err(e);
+                }
+                let until = inner.elapsed_ns() + RETRY_AFTER_ERROR.as_nanos() as u64;
+                inner.down_until.fetch_max(until, Ordering::Relaxed);
+                Ok(inner.fall_back(key, n))
+            }
+        }
+    }
+
+    /// The counters of this limiter and its clones.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// let s = limiter.stats();
+    /// println!("{} by redis, {} by fallback", s.decisions, s.fallbacks);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn stats(&self) -> RedisStats {
+        let i = &self.inner;
+        RedisStats {
+            decisions: i.decisions.load(Ordering::Relaxed),
+            errors: i.errors.load(Ordering::Relaxed),
+            fallbacks: i.fallbacks.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The Redis key holding `key`'s state: `<prefix>:{<key>}`.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// assert_eq!(limiter.redis_key("bob"), "tollgate:{bob}");
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn redis_key(&self, key: &str) -> String {
+        format!("{}:{{{key}}}", self.inner.prefix)
+    }
+
+    /// The most that can ever be admitted at once (the burst for the buckets, the
+    /// limit for the others): a larger cost is [`Error::InsufficientCapacity`].
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// assert!(limiter.burst() >= 1);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn burst(&self) -> u32 {
+        self.inner.plan.capacity()
+    }
+
+    /// The old name of [`burst`](Self::burst).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # #![allow(deprecated)]
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// assert_eq!(limiter.capacity(), limiter.burst());
+    /// # }
+    /// ```
+    #[must_use]
+    #[deprecated(since = "0.2.0", note = "use `burst()`")]
+    pub fn capacity(&self) -> u32 {
+        self.burst()
+    }
+
+    /// The algorithm this limiter runs.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// println!("{:?}", limiter.algorithm());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn algorithm(&self) -> Algorithm {
+        self.inner.algorithm
+    }
+
+    /// The quota this limiter enforces.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
+    /// println!("{:?}", limiter.quota());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn quota(&self) -> Quota {
+        self.inner.quota
+    }
+}
+
+impl Inner {
+    fn elapsed_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    async fn eval(&self, key: &str, n: u32) -> Result<Decision, Error> {
+        let now_us: i64 = match &self.time {
+            TimeSource::Server => -1,
+            TimeSource::Caller(f) => {
+                let us = f() / 1000;
+                if us > MAX_TIME_US {
+                    return Err(Error::Unrepresentable(format!(
+                        "caller clock reading of {us} µs is past 2^52 µs (about 142 years), \
+                         the latest time the scripts compute exactly"
+                    )));
+                }
+                // us <= 2^52: fits an i64.
+                us as i64
+            }
+        };
+        let [a, b, c] = self.plan.args();
+        let mut inv = self.plan.script().prepare_invoke();
+        inv.key(format!("{}:{{{key}}}", self.prefix))
+            .arg(now_us)
+            .arg(n)
+            .arg(self.grace_ms)
+            .arg(a)
+            .arg(b)
+            .arg(c);
+        let mut conn = self.conn.clone();
+        let reply: Vec<i64> = bounded(self.timeout, inv.invoke_async(&mut conn)).await?;
+        self.parse(&reply)
+    }
+
+    fn parse(&self, reply: &[i64]) -> Result<Decision, Error> {
+        let bad = || Error::BadReply(format!("{reply:?} is not a decision"));
+        let &[allowed, remaining, reset, retry, delay] = reply else {
+            return Err(bad());
+        };
+        let limit = self.plan.capacity();
+        let remaining = u32::try_from(remaining)
+            .ok()
+            .filter(|r| *r <= limit)
+            .ok_or_else(bad)?;
+        let ns = |us: i64| -> Result<u64, Error> {
+            u64::try_from(us)
+                .ok()
+                .filter(|us| *us <= MAX_TIME_US)
+                .map(|us| us * 1000)
+                .ok_or_else(bad)
+        };
+        let (reset, retry, delay) = (ns(reset)?, ns(retry)?, ns(delay)?);
+        match allowed {
+            1 => Ok(Decision::allow(limit, remaining, reset, delay).with_limit(self.quota.limit())),
+            0 => Ok(Decision::deny(limit, remaining, reset, retry).with_limit(self.quota.limit())),
+            _ => Err(bad()),
+        }
+    }
+
+    fn fall_back(&self, key: &str, n: u32) -> Decision {
+        self.fallbacks.fetch_add(1, Ordering::Relaxed);
+        let limit = self.plan.capacity();
+        match &self.fallback {
+            FallbackState::Allow | FallbackState::Error => {
+                Decision::allow(limit, 0, 0, 0).with_limit(self.quota.limit())
+            }
+            FallbackState::Deny => Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64)
+                .with_limit(self.quota.limit()),
+            // A cost past the local quota's capacity never fits locally: deny it.
+            FallbackState::Local(local) => local
+                .check_n(key, n)
+                .unwrap_or_else(|_| Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64)),
+        }
+    }
+}
+
+impl fmt::Debug for RedisRateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisRateLimiter")
+            .field("algorithm", &self.inner.algorithm)
+            .field("quota", &self.inner.quota)
+            .field("prefix", &self.inner.prefix)
+            .field("timeout", &self.inner.timeout)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,265 @@
+//! [`HybridRateLimiterBuilder`]: connection, prefix, timeout, interval, key bound, clock.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// Builds a [`HybridRateLimiter`]; made by [`HybridRateLimiter::builder`].
+///
+/// # Example
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::redis::HybridRateLimiter;
+/// use tollgate::{Algorithm, Quota};
+///
+/// # async fn run() -> Result<(), tollgate::redis::Error> {
+/// let limiter = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(10_000))
+///     .url("redis://127.0.0.1:6379")
+///     .prefix("hybrid:api")
+///     .sync_interval(Duration::from_millis(20))
+///     .max_keys(1 << 16)
+///     .build()
+///     .await?;
+/// # let _ = limiter;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a builder does nothing until .build() is called"]
+pub struct HybridRateLimiterBuilder {
+    pub(super) algorithm: Algorithm,
+    pub(super) quota: Quota,
+    pub(super) target: Target,
+    pub(super) prefix: String,
+    pub(super) timeout: Duration,
+    pub(super) interval: Duration,
+    pub(super) max_keys: usize,
+    pub(super) time: TimeSource,
+}
+
+impl HybridRateLimiterBuilder {
+    /// Connects to the Redis at `url` when built.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .url("redis://127.0.0.1:6379");
+    /// # let _ = b;
+    /// ```
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.target = Target::Url(url.into());
+        self
+    }
+
+    /// Uses an existing connection (a `ConnectionManager` or `MultiplexedConnection`;
+    /// a sync pipelines keys of many slots, so a Cluster connection is not supported).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = tollgate::redis::redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .connection(client.get_connection_manager().await?);
+    /// # let _ = b;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn connection<C>(mut self, connection: C) -> Self
+    where
+        C: ConnectionLike + Clone + Send + Sync + 'static,
+    {
+        self.target = Target::Connection(Connection::new(connection));
+        self
+    }
+
+    /// Prefixes every Redis key (default `tollgate`); one prefix per limiter.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .prefix("h:upload");
+    /// # let _ = b;
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Bounds each sync's round trip and connecting (default 100 ms).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .timeout(Duration::from_millis(50));
+    /// # let _ = b;
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How often the background task syncs (default 100 ms). It must be shorter than
+    /// the period; `Duration::MAX` disables the task (sync with
+    /// [`HybridRateLimiter::sync`] yourself).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .sync_interval(Duration::from_millis(10));
+    /// # let _ = b;
+    /// ```
+    pub fn sync_interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// The most keys tracked at once (default 100,000); while full, new keys are denied
+    /// (from 4096 up: while the new key's shard, a sixteenth of the table, is full).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .max_keys(1000);
+    /// # let _ = b;
+    /// ```
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// Decides at `clock` instead of the system clock (every instance must share it).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, ManualClock, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .clock(ManualClock::new());
+    /// # let _ = b;
+    /// ```
+    pub fn clock<C: Clock>(mut self, clock: C) -> Self {
+        self.time = TimeSource::from_clock(clock);
+        self
+    }
+
+    /// Checks the quota, connects, and spawns the sync task on the current tokio
+    /// runtime (it stops when the last clone of the limiter is dropped).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a quota the local engine refuses; [`Error::Unsupported`]
+    /// for an algorithm other than `FixedWindow` and `SlidingWindow`, a sync interval
+    /// not shorter than the period, or `max_keys` of 0; [`Error::NoTarget`],
+    /// [`Error::Redis`] or [`Error::Timeout`] when Redis cannot be reached.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::{Error, HybridRateLimiter}, Algorithm, Quota};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let err = HybridRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .build()
+    ///     .await
+    ///     .unwrap_err();
+    /// assert!(matches!(err, Error::Unsupported(_)));
+    /// # }
+    /// ```
+    pub async fn build(self) -> Result<HybridRateLimiter, Error> {
+        // The local engine's checks and arithmetic: the same ConfigError for the same
+        // quota, the same decisions for the same counts.
+        let window = match Params::new(self.algorithm, self.quota)? {
+            Params::Packed(PackedParams::Fixed(f)) => Window::Fixed(f),
+            Params::Packed(PackedParams::Sliding(s)) => Window::Sliding(s),
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "the hybrid mode runs FixedWindow and SlidingWindow, not {:?}",
+                    self.algorithm
+                )))
+            }
+        };
+        crate::redis::check_prefix(&self.prefix)?;
+        let period_ns = crate::clock::duration_to_nanos(self.quota.period());
+        if self.interval != Duration::MAX && self.interval >= self.quota.period() {
+            return Err(Error::Unsupported(format!(
+                "sync interval {:?} must be shorter than the period {:?}",
+                self.interval,
+                self.quota.period()
+            )));
+        }
+        if self.interval.is_zero() || self.max_keys == 0 {
+            return Err(Error::Unsupported(
+                "sync interval and max_keys must be positive".into(),
+            ));
+        }
+        // Decisions are local: Redis is optional at start, and syncs fail (counted in
+        // the stats) until it can be reached.
+        let conn = self.target.connect(self.timeout, true).await?;
+        // Small tables keep one shard, so that their bound is exact.
+        let shards = if self.max_keys >= 4096 { 16 } else { 1 };
+        let inner = Arc::new(Inner {
+            algorithm: self.algorithm,
+            quota: self.quota,
+            limit: self.quota.limit(),
+            period_ns,
+            window,
+            prefix: self.prefix,
+            timeout: self.timeout,
+            conn,
+            time: self.time,
+            shards: (0..shards)
+                .map(|_| {
+                    CachePadded::new(Shard {
+                        table: Mutex::new(HashMap::default()),
+                        decisions: AtomicU64::new(0),
+                    })
+                })
+                .collect(),
+            hasher: ahash::RandomState::new(),
+            shard_cap: self.max_keys.div_ceil(shards),
+            sync_lock: tokio::sync::Mutex::new(()),
+            instance: format!(
+                "{:016x}",
+                ahash::RandomState::new().hash_one(std::process::id())
+            ),
+            round_trips: AtomicU64::new(0),
+            sync_errors: AtomicU64::new(0),
+            untracked: AtomicU64::new(0),
+            max_gap: AtomicU64::new(0),
+            last_sync: AtomicU64::new(0),
+            epoch: Instant::now(),
+            task: Mutex::new(None),
+        });
+        if self.interval != Duration::MAX {
+            let weak = Arc::downgrade(&inner);
+            let task = tokio::spawn(super::sync::run(weak, self.interval));
+            *lock(&inner.task) = Some(task);
+        }
+        Ok(HybridRateLimiter { inner })
+    }
+}
+
+impl fmt::Debug for HybridRateLimiterBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HybridRateLimiterBuilder")
+            .field("algorithm", &self.algorithm)
+            .field("quota", &self.quota)
+            .field("prefix", &self.prefix)
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
