@@ -202,42 +202,31 @@ impl SlidingLog {
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
     pub(crate) fn step<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) -> Decision {
-        // A reading older than the newest admission is treated as that admission's time;
-        // waits are still measured from the reading, so they are never too early for
-        // the caller whose clock read it.
         let reading = now;
-        let now = if ring.newest == EMPTY {
-            now
-        } else {
-            now.max(ring.newest)
-        };
-        let reset = |ring: &Ring<S>| {
-            if ring.newest == EMPTY || self.expired(ring.newest, now) {
-                0
-            } else {
-                ring.newest + self.period - reading
-            }
-        };
+        let now = self.effective(ring, reading);
         if cost == 0 {
             let active = self.active(ring, now);
-            return Decision::allow(self.limit, self.limit - active, reset(ring), 0);
+            let reset = self.reset(ring, now, reading);
+            return Decision::allow(self.limit, self.limit - active, reset, 0);
         }
         let nth_oldest = ring.entry(cost - 1);
-        if self.expired(nth_oldest, now) {
-            for i in 0..cost {
-                let idx = ring.wrap(i);
-                ring.ts.set(idx, now);
-            }
-            // cost <= limit = len, so the new head is one wrap away.
-            ring.head = ring.wrap(cost) as u32;
-            ring.newest = now;
-            let active = self.active(ring, now);
-            Decision::allow(self.limit, self.limit - active, reset(ring), 0)
-        } else {
-            let active = self.active(ring, now);
-            let retry = nth_oldest + self.period - reading;
-            Decision::deny(self.limit, self.limit - active, reset(ring), retry)
+        if !self.expired(nth_oldest, now) {
+            return self.denial(ring, now, reading, nth_oldest);
         }
+        for i in 0..cost {
+            let idx = ring.wrap(i);
+            ring.ts.set(idx, now);
+        }
+        // cost <= limit = len, so the new head is one wrap away.
+        ring.head = ring.wrap(cost) as u32;
+        ring.newest = now;
+        let active = self.active(ring, now);
+        Decision::allow(
+            self.limit,
+            self.limit - active,
+            now + self.period - reading,
+            0,
+        )
     }
 
     /// What [`step`](Self::step) would decide for `cost` (at least 1) at `now`,
@@ -246,29 +235,59 @@ impl SlidingLog {
     /// `cost` active entries.
     pub(crate) fn peek<S: Stamps>(&self, ring: &Ring<S>, now: u64, cost: u32) -> Decision {
         let reading = now;
-        let now = if ring.newest == EMPTY {
-            now
-        } else {
-            now.max(ring.newest)
-        };
-        let active = self.active(ring, now);
+        let now = self.effective(ring, reading);
         let nth_oldest = ring.entry(cost - 1);
-        if self.expired(nth_oldest, now) {
-            Decision::allow(
-                self.limit,
-                self.limit - active - cost,
-                now + self.period - reading,
-                0,
-            )
-        } else {
-            let reset = if ring.newest == EMPTY || self.expired(ring.newest, now) {
-                0
-            } else {
-                ring.newest + self.period - reading
-            };
-            let retry = nth_oldest + self.period - reading;
-            Decision::deny(self.limit, self.limit - active, reset, retry)
+        if !self.expired(nth_oldest, now) {
+            return self.denial(ring, now, reading, nth_oldest);
         }
+        let active = self.active(ring, now);
+        Decision::allow(
+            self.limit,
+            self.limit - active - cost,
+            now + self.period - reading,
+            0,
+        )
+    }
+
+    /// The time a reading is decided at: a reading older than the newest admission is
+    /// treated as that admission's time (waits are still measured from the reading, so
+    /// they are never too early for the caller whose clock read it).
+    #[inline]
+    fn effective<S: Stamps>(&self, ring: &Ring<S>, reading: u64) -> u64 {
+        if ring.newest == EMPTY {
+            reading
+        } else {
+            reading.max(ring.newest)
+        }
+    }
+
+    /// How long from `reading` until the log is empty again (0 when it is).
+    #[inline]
+    fn reset<S: Stamps>(&self, ring: &Ring<S>, now: u64, reading: u64) -> u64 {
+        if ring.newest == EMPTY || self.expired(ring.newest, now) {
+            0
+        } else {
+            ring.newest + self.period - reading
+        }
+    }
+
+    /// The denial of a request whose `cost`-th oldest entry, `nth_oldest`, is still in
+    /// the window: retry when it leaves.
+    fn denial<S: Stamps>(
+        &self,
+        ring: &Ring<S>,
+        now: u64,
+        reading: u64,
+        nth_oldest: u64,
+    ) -> Decision {
+        let active = self.active(ring, now);
+        let retry = nth_oldest + self.period - reading;
+        Decision::deny(
+            self.limit,
+            self.limit - active,
+            self.reset(ring, now, reading),
+            retry,
+        )
     }
 
     /// Idle when every logged admission has left the window, from the cursor alone.

@@ -12,6 +12,17 @@ fn packed(algorithm: Algorithm, quota: Quota) -> PackedParams {
     }
 }
 
+/// A seeded xorshift generator: `next(n)` is uniform enough in `0..n` for schedules.
+fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut rng = seed;
+    move |n| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    }
+}
+
 fn quotas() -> Vec<Quota> {
     vec![
         Quota::new(1, Duration::from_nanos(1000)),
@@ -23,13 +34,7 @@ fn quotas() -> Vec<Quota> {
 
 #[test]
 fn idle_states_decide_like_fresh_ones() {
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     for algorithm in [
         Algorithm::TokenBucket,
         Algorithm::LeakyBucket,
@@ -90,13 +95,7 @@ fn sliding_log_is_idle_once_the_newest_entry_left_the_window() {
 
 #[test]
 fn idle_at_is_exactly_when_a_state_turns_idle() {
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     for algorithm in [
         Algorithm::TokenBucket,
         Algorithm::LeakyBucket,

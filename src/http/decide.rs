@@ -79,6 +79,41 @@ fn release(policies: &[Policy], parts: &Parts, taken: &[(usize, u32)]) {
     }
 }
 
+/// Takes in enforced policy `i`'s answer to acquiring `cost`: an admission is recorded
+/// (in `taken` and `reports`) and `None` returned; anything else gives back what the
+/// earlier policies took and is the verdict that ends the request.
+fn settle(
+    answer: Result<Decision, BackendError>,
+    i: usize,
+    cost: u32,
+    policies: &[Policy],
+    parts: &Parts,
+    taken: &mut Vec<(usize, u32)>,
+    reports: &mut Vec<Report>,
+) -> Option<Verdict> {
+    let end = match answer {
+        Ok(d) if d.is_allowed() => {
+            taken.push((i, cost));
+            reports.push(Report {
+                policy: i,
+                decision: Some(d),
+            });
+            return None;
+        }
+        Ok(d) => Verdict::Deny(Reports::One(Report {
+            policy: i,
+            decision: Some(d),
+        })),
+        Err(BackendError::Capacity(_)) => Verdict::Deny(Reports::One(Report {
+            policy: i,
+            decision: None,
+        })),
+        Err(e) => Verdict::Failed(i, e),
+    };
+    release(policies, parts, taken);
+    Some(end)
+}
+
 /// Decides one request. With `at_once`, every backend answers without waiting and the
 /// future completes on its first poll.
 pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) -> Verdict {
@@ -110,35 +145,14 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
                     let Some(acq) = p.engine.acquire(parts, cost) else {
                         continue;
                     };
-                    match get(acq, at_once).await {
-                        Ok(d) if d.is_allowed() => {
-                            // Capacity came back since the peek: keep it.
-                            settled[i] = true;
-                            taken.push((i, cost));
-                            reports.push(Report {
-                                policy: i,
-                                decision: Some(d),
-                            });
-                        }
-                        Ok(d) => {
-                            release(policies, parts, &taken);
-                            return Verdict::Deny(Reports::One(Report {
-                                policy: i,
-                                decision: Some(d),
-                            }));
-                        }
-                        Err(BackendError::Capacity(_)) => {
-                            release(policies, parts, &taken);
-                            return Verdict::Deny(Reports::One(Report {
-                                policy: i,
-                                decision: None,
-                            }));
-                        }
-                        Err(e) => {
-                            release(policies, parts, &taken);
-                            return Verdict::Failed(i, e);
-                        }
+                    let answer = get(acq, at_once).await;
+                    if let Some(end) =
+                        settle(answer, i, cost, policies, parts, &mut taken, &mut reports)
+                    {
+                        return end;
                     }
+                    // Capacity came back since the peek: keep it.
+                    settled[i] = true;
                 }
             }
         }
@@ -157,32 +171,9 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
             }
             continue;
         };
-        match get(acq, at_once).await {
-            Ok(d) if d.is_allowed() => {
-                taken.push((i, cost));
-                reports.push(Report {
-                    policy: i,
-                    decision: Some(d),
-                });
-            }
-            Ok(d) => {
-                release(policies, parts, &taken);
-                return Verdict::Deny(Reports::One(Report {
-                    policy: i,
-                    decision: Some(d),
-                }));
-            }
-            Err(BackendError::Capacity(_)) => {
-                release(policies, parts, &taken);
-                return Verdict::Deny(Reports::One(Report {
-                    policy: i,
-                    decision: None,
-                }));
-            }
-            Err(e) => {
-                release(policies, parts, &taken);
-                return Verdict::Failed(i, e);
-            }
+        let answer = get(acq, at_once).await;
+        if let Some(end) = settle(answer, i, cost, policies, parts, &mut taken, &mut reports) {
+            return end;
         }
     }
 

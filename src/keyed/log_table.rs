@@ -26,7 +26,7 @@ use super::layout::{
 };
 use super::OnFull;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
-use crate::sync::{lock, AtomicU64, Mutex, Ordering, PlainAtomicU64};
+use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering, PlainAtomicU64};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 
@@ -165,18 +165,11 @@ impl LogTable {
     pub(crate) fn decide(&self, h: u64, now: u64, cost: u32) -> Decision {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
-        for (_, i) in loc.probe(self.geo.window()) {
-            let slot = &self.slots[i];
-            if slot.hint.load(Ordering::Acquire) != fp {
-                continue;
-            }
-            let mut e = lock(&slot.entry);
-            if e.fp == fp {
-                let d = self.step(i, &mut e, now, cost);
-                drop(e);
-                self.counts.count(cost, &d);
-                return d;
-            }
+        if let Some((i, mut e)) = self.find(fp, &loc) {
+            let d = self.step(i, &mut e, now, cost);
+            drop(e);
+            self.counts.count(cost, &d);
+            return d;
         }
         if cost == 0 {
             // A peek at an absent key: it decides as fresh.
@@ -191,7 +184,15 @@ impl LogTable {
     /// logging and inserting nothing.
     pub(crate) fn peek(&self, h: u64, now: u64, cost: u32) -> Decision {
         let fp = fingerprint(h);
-        let loc = self.geo.locate(h);
+        match self.find(fp, &self.geo.locate(h)) {
+            Some((i, e)) => self.params.peek(&self.ring(i, e.cursor), now, cost),
+            None => self.params.fresh(cost),
+        }
+    }
+
+    /// The slot holding `fp`, locked: the hints skip other keys' slots without locking
+    /// them, and the key is confirmed under the slot's lock.
+    fn find(&self, fp: u64, loc: &Location) -> Option<(usize, MutexGuard<'_, Entry>)> {
         for (_, i) in loc.probe(self.geo.window()) {
             let slot = &self.slots[i];
             if slot.hint.load(Ordering::Acquire) != fp {
@@ -199,10 +200,10 @@ impl LogTable {
             }
             let e = lock(&slot.entry);
             if e.fp == fp {
-                return self.params.peek(&self.ring(i, e.cursor), now, cost);
+                return Some((i, e));
             }
         }
-        self.params.fresh(cost)
+        None
     }
 
     /// Finds or installs the key under its claim lock.
