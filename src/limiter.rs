@@ -1,10 +1,13 @@
 //! `RateLimiter`: one key, any algorithm, any clock.
 
+use crate::algorithm::booking::Booking;
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::{PackedParams, Params};
 use crate::cell::{LogCell, PackedCell};
+use crate::reservation::{max_wait_ns, too_long, Ledger, Reservation, ReserveError};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use std::fmt;
+use std::time::Duration;
 
 /// A rate limiter for one key (one client, one route, one whole service).
 ///
@@ -216,6 +219,64 @@ impl<C: Clock> RateLimiter<C> {
         }
     }
 
+    /// Books `n` now for a request that proceeds after
+    /// [`wait_time`](Reservation::wait_time), if that is at most `max_wait`.
+    ///
+    /// Order of service is the order of booking: for the buckets the booking is GCRA
+    /// virtual scheduling in one compare-and-swap (FIFO, no queue); the fixed window
+    /// books into the current window if the request fits there, else into the next
+    /// (the rest of the current window is then given up, so that no later request
+    /// overtakes it); the sliding window books at the earliest time the weighted count
+    /// admits it; the sliding log logs the request at the time its `n`-th oldest entry
+    /// leaves the window. While a booking is pending, `check` denies what would
+    /// overtake it, with the wait until it could proceed. For the leaky bucket the
+    /// wait includes the shaper's spacing ([`Decision::delay`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ReserveError::InsufficientCapacity`] when `n` exceeds [`burst`](Self::burst);
+    /// [`ReserveError::TooLong`] when the wait would exceed `max_wait`. Either way
+    /// nothing is booked.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let l = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(2))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert_eq!(l.reserve(2, Duration::ZERO)?.wait_time(), Duration::ZERO);
+    /// let r = l.reserve(1, Duration::from_secs(2))?;
+    /// assert_eq!(r.wait_time(), Duration::from_secs(1)); // booked into the next window
+    /// assert!(!l.check().is_allowed()); // nothing overtakes it
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(l.check().is_allowed()); // the next window's second request
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve(&self, n: u32, max_wait: Duration) -> Result<Reservation<'_>, ReserveError> {
+        let capacity = self.burst();
+        if n > capacity || n == 0 {
+            return Err(InsufficientCapacity {
+                requested: n,
+                capacity,
+            }
+            .into());
+        }
+        let now = crate::algorithm::now(&self.clock);
+        let limit = max_wait_ns(max_wait);
+        let booked = match &self.engine {
+            Engine::Packed(params, cell) => cell.reserve(params, now, n, limit),
+            Engine::Log(params, cell) => cell.reserve(params, now, n, limit),
+        };
+        match booked {
+            Ok(b) => Ok(Reservation::new(b, now, self, 0)),
+            Err(wait) => Err(too_long(wait, max_wait)),
+        }
+    }
+
     #[inline]
     fn decide(&self, n: u32) -> Decision {
         let now = crate::algorithm::now(&self.clock);
@@ -329,6 +390,51 @@ impl<C: Clock> RateLimiter<C> {
             Engine::Log(l, _) => l.ring_bytes(),
         };
         std::mem::size_of::<Self>() + ring
+    }
+}
+
+impl<C: Clock> Ledger for RateLimiter<C> {
+    fn refund(&self, _key: u64, booking: &Booking, due: u64, always: bool) {
+        let now = crate::algorithm::now(&self.clock);
+        if !always && now > due {
+            return;
+        }
+        match &self.engine {
+            Engine::Packed(params, cell) => cell.refund(params, booking),
+            Engine::Log(params, cell) => cell.refund(params, booking, now),
+        }
+    }
+}
+
+impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
+    fn most(&self) -> u32 {
+        self.burst()
+    }
+
+    fn book(&self, n: u32) -> (Decision, Option<Reservation<'_>>) {
+        let now = crate::algorithm::now(&self.clock);
+        let (d, booking) = match &self.engine {
+            Engine::Packed(params, cell) => cell.decide_booked(params, now, n),
+            Engine::Log(params, cell) => cell.decide_booked(params, now, n),
+        };
+        let booked = crate::algorithm::booking::Booked {
+            wait: 0,
+            decision: d,
+            booking,
+        };
+        (
+            d,
+            d.is_allowed()
+                .then(|| Reservation::new(booked, now, self, 0)),
+        )
+    }
+
+    fn peek_n(&self, n: u32) -> Decision {
+        let now = crate::algorithm::now(&self.clock);
+        match &self.engine {
+            Engine::Packed(params, cell) => cell.peek(params, now, n),
+            Engine::Log(params, cell) => cell.peek(params, now, n),
+        }
     }
 }
 

@@ -24,6 +24,7 @@ use super::layout::{
     fingerprint, new_shards, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes,
     Totals,
 };
+use super::table::Placed;
 use super::OnFull;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering, PlainAtomicU64};
@@ -125,6 +126,11 @@ impl LogTable {
         self.params.ring_bytes()
     }
 
+    /// The algorithm's parameters.
+    pub(crate) fn params(&self) -> &SlidingLog {
+        &self.params
+    }
+
     /// The counters.
     pub(crate) fn totals(&self) -> Totals {
         totals(&self.shards, &self.counts)
@@ -137,13 +143,19 @@ impl LogTable {
         Ring::from_parts(cursor, &self.stamps[i * limit..(i + 1) * limit])
     }
 
-    /// Steps slot `i`'s ring (locked as `e`) and stores the cursor back.
+    /// Runs `f` on slot `i`'s ring (locked as `e`) and stores the cursor back.
     #[inline]
-    fn step(&self, i: usize, e: &mut Entry, now: u64, cost: u32) -> Decision {
+    fn apply<R>(
+        &self,
+        i: usize,
+        e: &mut Entry,
+        now: u64,
+        f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+    ) -> R {
         let mut ring = self.ring(i, e.cursor);
-        let d = self.params.step(&mut ring, now, cost);
+        let r = f(&mut ring, now);
         e.cursor = ring.cursor();
-        d
+        r
     }
 
     /// `(occupied, active)`: slots holding a key, and those whose log is not empty.
@@ -163,21 +175,43 @@ impl LogTable {
 
     /// One decision for the key hashed to `h` at `now`, for `cost <= capacity`.
     pub(crate) fn decide(&self, h: u64, now: u64, cost: u32) -> Decision {
+        let params = self.params;
+        let placed = self.run(
+            h,
+            now,
+            cost > 0,
+            |ring, t| params.step(ring, t, cost),
+            || params.fresh(cost),
+        );
+        let d = match placed {
+            // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
+            Placed::Absent(d) => return d,
+            Placed::Stored(d) | Placed::Untracked(d) | Placed::Refused(d) => d,
+        };
+        self.counts.count(cost, &d);
+        d
+    }
+
+    /// Runs `f(ring, now)` on the key hashed to `h` under its slot's lock, inserting a
+    /// missing key (with an empty ring, through the claim protocol) only if `insert`;
+    /// `fresh()` is the result for a key left absent or admitted untracked.
+    pub(crate) fn run<R>(
+        &self,
+        h: u64,
+        now: u64,
+        insert: bool,
+        mut f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+        fresh: impl FnOnce() -> R,
+    ) -> Placed<R> {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
         if let Some((i, mut e)) = self.find(fp, &loc) {
-            let d = self.step(i, &mut e, now, cost);
-            drop(e);
-            self.counts.count(cost, &d);
-            return d;
+            return Placed::Stored(self.apply(i, &mut e, now, &mut f));
         }
-        if cost == 0 {
-            // A peek at an absent key: it decides as fresh.
-            return self.params.fresh(0);
+        if !insert {
+            return Placed::Absent(fresh());
         }
-        let d = self.claim(fp, &loc, now, cost);
-        self.counts.count(cost, &d);
-        d
+        self.claim(fp, &loc, now, &mut f, fresh)
     }
 
     /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
@@ -207,7 +241,14 @@ impl LogTable {
     }
 
     /// Finds or installs the key under its claim lock.
-    fn claim(&self, fp: u64, loc: &Location, now: u64, cost: u32) -> Decision {
+    fn claim<R>(
+        &self,
+        fp: u64,
+        loc: &Location,
+        now: u64,
+        f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+        fresh: impl FnOnce() -> R,
+    ) -> Placed<R> {
         let shard = &self.shards[loc.shard];
         let _guard = lock(self.claims.of(fp));
         // Every replacing claim stamps before it installs: this reading is no older
@@ -219,7 +260,7 @@ impl LogTable {
             for (wi, i) in loc.probe(self.geo.window()) {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == fp {
-                    return self.step(i, &mut e, now, cost);
+                    return Placed::Stored(self.apply(i, &mut e, now, f));
                 }
                 if e.fp == 0 {
                     empty.free(wi, (i, 0));
@@ -236,7 +277,7 @@ impl LogTable {
             if let Some((i, _)) = empty.target() {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == 0 {
-                    return self.install(i, &mut e, fp, now, cost);
+                    return Placed::Stored(self.install(i, &mut e, fp, now, f));
                 }
                 continue;
             }
@@ -245,7 +286,7 @@ impl LogTable {
                 if e.fp == seen && self.params.cursor_is_idle(e.cursor, now) {
                     shard.stamp(now);
                     Shard::bump(&shard.idle_reclaims);
-                    return self.install(i, &mut e, fp, now, cost);
+                    return Placed::Stored(self.install(i, &mut e, fp, now, f));
                 }
                 continue;
             }
@@ -257,27 +298,34 @@ impl LogTable {
                     }
                     shard.stamp(now);
                     Shard::bump(&shard.evictions);
-                    self.install(i, &mut e, fp, now, cost)
+                    Placed::Stored(self.install(i, &mut e, fp, now, f))
                 }
                 (OnFull::Allow, _) => {
                     Shard::bump(&shard.untracked);
-                    self.params.fresh(cost)
+                    Placed::Untracked(fresh())
                 }
                 _ => {
                     Shard::bump(&shard.refused);
-                    idle.refusal(self.params.limit(), now)
+                    Placed::Refused(idle.refusal(self.params.limit(), now))
                 }
             };
         }
     }
 
-    /// Hands slot `i` (locked as `e`) to `fp` with an empty log and logs the request.
-    fn install(&self, i: usize, e: &mut Entry, fp: u64, now: u64, cost: u32) -> Decision {
+    /// Hands slot `i` (locked as `e`) to `fp` with an empty log and runs `f` on it.
+    fn install<R>(
+        &self,
+        i: usize,
+        e: &mut Entry,
+        fp: u64,
+        now: u64,
+        f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+    ) -> R {
         e.fp = fp;
         let mut ring = self.ring(i, e.cursor);
         ring.clear();
         e.cursor = ring.cursor();
         self.slots[i].hint.store(fp, Ordering::Release);
-        self.step(i, e, now, cost)
+        self.apply(i, e, now, f)
     }
 }

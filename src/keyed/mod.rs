@@ -6,6 +6,7 @@
 mod layout;
 mod log_table;
 mod table;
+mod verbs;
 
 use crate::algorithm::Params;
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
@@ -15,6 +16,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
 use table::PackedTable;
+pub use verbs::KeyLimit;
 
 /// What a [`KeyedRateLimiter`] does with a new key when every slot it may use holds a
 /// key whose state still says something (none is idle).

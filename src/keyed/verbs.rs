@@ -1,0 +1,259 @@
+//! The keyed limiter's reservations and multi-limit bookings, on the tables' `run`.
+
+use super::table::Placed;
+use super::{KeyedRateLimiter, Table};
+use crate::algorithm::booking::{Booked, Booking};
+use crate::reservation::{max_wait_ns, too_long, Ledger, Reservation, ReserveError};
+use crate::{Clock, Decision, InsufficientCapacity};
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
+    /// Books `n` now for `key`'s request, which proceeds after
+    /// [`wait_time`](Reservation::wait_time), if that is at most `max_wait`. Each
+    /// key's reservations are served in the order they were booked; see
+    /// [`RateLimiter::reserve`](crate::RateLimiter::reserve) for what each algorithm
+    /// books. A new key is inserted as `check` would insert it (under
+    /// [`OnFull::Allow`](crate::OnFull::Allow) a new key that finds no slot is
+    /// admitted at once, untracked, and its reservation has nothing to give back).
+    ///
+    /// # Errors
+    ///
+    /// [`ReserveError::InsufficientCapacity`] when `n` exceeds the burst (or is 0);
+    /// [`ReserveError::TooLong`] when the wait would exceed `max_wait`;
+    /// [`ReserveError::Refused`] when the table is full under
+    /// [`OnFull::Deny`](crate::OnFull::Deny). Nothing is booked then.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, Quota};
+    ///
+    /// let l = KeyedRateLimiter::<str, _>::builder(Algorithm::TokenBucket, Quota::per_second(2).with_burst(1))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert_eq!(l.reserve("alice", 1, Duration::ZERO)?.wait_time(), Duration::ZERO);
+    /// let r = l.reserve("alice", 1, Duration::from_secs(1))?;
+    /// assert_eq!(r.wait_time(), Duration::from_millis(500));
+    /// assert_eq!(l.reserve("bob", 1, Duration::ZERO)?.wait_time(), Duration::ZERO);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve(
+        &self,
+        key: &K,
+        n: u32,
+        max_wait: Duration,
+    ) -> Result<Reservation<'_>, ReserveError> {
+        if n > self.burst || n == 0 {
+            return Err(InsufficientCapacity {
+                requested: n,
+                capacity: self.burst,
+            }
+            .into());
+        }
+        let h = self.hasher.hash_one(key);
+        let limit = max_wait_ns(max_wait);
+        let placed = match &self.table {
+            Table::Packed(t) => {
+                let params = *t.params();
+                t.run(
+                    h,
+                    || self.now(),
+                    true,
+                    |state, now| {
+                        let (next, r) = params.reserve(state, now, n, limit);
+                        (next, r.map(|b| (b, now)))
+                    },
+                )
+            }
+            Table::Log(t) => {
+                let params = *t.params();
+                t.run(
+                    h,
+                    self.now(),
+                    true,
+                    |ring, now| params.reserve(ring, now, n, limit).map(|b| (b, now)),
+                    || {
+                        let decision = params.fresh(n);
+                        let booked = Booked {
+                            wait: 0,
+                            decision,
+                            booking: Booking::Nothing,
+                        };
+                        Ok((booked, 0))
+                    },
+                )
+            }
+        };
+        match placed {
+            Placed::Stored(Ok((b, now))) => Ok(Reservation::new(b, now, self, h)),
+            // An untracked admission books nothing (and a booking always writes, so
+            // a key left absent cannot have been booked).
+            Placed::Untracked(Ok((b, _))) | Placed::Absent(Ok((b, _))) => {
+                Ok(Reservation::untracked(b.decision))
+            }
+            Placed::Stored(Err(wait))
+            | Placed::Untracked(Err(wait))
+            | Placed::Absent(Err(wait)) => Err(too_long(wait, max_wait)),
+            Placed::Refused(d) => Err(ReserveError::Refused {
+                retry_after: d.retry_after().unwrap_or_default(),
+            }),
+        }
+    }
+
+    /// `key`'s limit, to decide together with others in
+    /// [`check_all`](crate::check_all). It holds the key's hash, not the key.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{check_all, Algorithm, KeyedRateLimiter, Limit, Quota};
+    ///
+    /// let per_second = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(5)).build()?;
+    /// let per_day = KeyedRateLimiter::<u64>::builder(Algorithm::FixedWindow, Quota::new(1, std::time::Duration::from_secs(86_400))).build()?;
+    /// let user = 42;
+    /// let limits = [&per_second.limit(&user) as &dyn Limit, &per_day.limit(&user)];
+    /// assert!(check_all(&limits, 1)?.is_allowed());
+    /// assert!(!check_all(&limits, 1)?.is_allowed()); // the daily limit
+    /// assert_eq!(per_second.peek(&user).remaining(), 3); // 4 left: the denial took nothing
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn limit(&self, key: &K) -> KeyLimit<'_, K, C> {
+        KeyLimit {
+            limiter: self,
+            hash: self.hasher.hash_one(key),
+            _key: PhantomData,
+        }
+    }
+}
+
+impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
+    fn refund(&self, key: u64, booking: &Booking, due: u64, always: bool) {
+        let now = self.now();
+        if !always && now > due {
+            return;
+        }
+        match &self.table {
+            Table::Packed(t) => {
+                let params = *t.params();
+                t.run(
+                    key,
+                    || now,
+                    false,
+                    |state, _| (params.refund(state, booking), ()),
+                );
+            }
+            Table::Log(t) => {
+                let params = *t.params();
+                if let Booking::Log { at, cost } = *booking {
+                    t.run(
+                        key,
+                        now,
+                        false,
+                        |ring, now| {
+                            params.refund(ring, at, cost, now);
+                        },
+                        || (),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// One key of a [`KeyedRateLimiter`], as a [`Limit`](crate::Limit) for
+/// [`check_all`](crate::check_all); made by [`KeyedRateLimiter::limit`].
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{check_all, Algorithm, KeyedRateLimiter, Limit, Quota};
+/// let l = KeyedRateLimiter::<str>::builder(Algorithm::SlidingLog, Quota::per_minute(1)).build()?;
+/// let alice = l.limit("alice");
+/// assert!(check_all(&[&alice as &dyn Limit], 1)?.is_allowed());
+/// assert!(!check_all(&[&alice as &dyn Limit], 1)?.is_allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct KeyLimit<'a, K: Hash + ?Sized, C: Clock> {
+    limiter: &'a KeyedRateLimiter<K, C>,
+    hash: u64,
+    _key: PhantomData<fn(&K)>,
+}
+
+impl<K: Hash + ?Sized, C: Clock> std::fmt::Debug for KeyLimit<'_, K, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyLimit").finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K, C> {
+    fn most(&self) -> u32 {
+        self.limiter.burst
+    }
+
+    fn book(&self, n: u32) -> (Decision, Option<Reservation<'_>>) {
+        let l = self.limiter;
+        let placed = match &l.table {
+            Table::Packed(t) => {
+                let params = *t.params();
+                t.run(
+                    self.hash,
+                    || l.now(),
+                    true,
+                    |state, now| {
+                        let (next, d) = params.step(state, now, n);
+                        let booking = next.map_or(Booking::Nothing, |s| params.booking(s, n));
+                        (next, (d, booking))
+                    },
+                )
+            }
+            Table::Log(t) => {
+                let params = *t.params();
+                t.run(
+                    self.hash,
+                    l.now(),
+                    true,
+                    |ring, now| {
+                        let d = params.step(ring, now, n);
+                        let booking = if d.is_allowed() {
+                            Booking::Log {
+                                at: ring.newest(),
+                                cost: n,
+                            }
+                        } else {
+                            Booking::Nothing
+                        };
+                        (d, booking)
+                    },
+                    || (params.fresh(n), Booking::Nothing),
+                )
+            }
+        };
+        let (d, booking) = match placed {
+            Placed::Stored(r) => r,
+            Placed::Absent((d, _)) | Placed::Untracked((d, _)) => (d, Booking::Nothing),
+            Placed::Refused(d) => (d, Booking::Nothing),
+        };
+        let booked = Booked {
+            wait: 0,
+            decision: d,
+            booking,
+        };
+        let reservation = d
+            .is_allowed()
+            .then(|| Reservation::new(booked, 0, l, self.hash));
+        (d, reservation)
+    }
+
+    fn peek_n(&self, n: u32) -> Decision {
+        let l = self.limiter;
+        let now = l.now();
+        match &l.table {
+            Table::Packed(t) => t.peek(self.hash, now, n),
+            Table::Log(t) => t.peek(self.hash, now, n),
+        }
+    }
+}
