@@ -83,6 +83,24 @@ pub enum ConfigError {
         /// The shard count asked for.
         requested: usize,
     },
+    /// `set_quota` on a window algorithm with another period: every stored state
+    /// counts in windows of the period it was built with, so the period stays.
+    PeriodChange {
+        /// The window algorithm.
+        algorithm: Algorithm,
+        /// The limiter's period.
+        period: Duration,
+        /// The period asked for.
+        requested: Duration,
+    },
+    /// `set_quota` on a sliding log with a limit above the one its rings were
+    /// allocated for at build (memory is fixed at build).
+    LogBeyondRing {
+        /// The limit asked for.
+        limit: u32,
+        /// The most each ring holds.
+        ring: u32,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -125,6 +143,14 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidShards { requested } => write!(
                 f,
                 "shard count {requested} is invalid: it must be a power of two, at least 1 and at most the table's slot count"
+            ),
+            ConfigError::PeriodChange { algorithm, period, requested } => write!(
+                f,
+                "{algorithm:?} counts in windows of {period:?}, the period it was built with; a new period ({requested:?}) needs a new limiter (the limit can change: any limit this period represents)"
+            ),
+            ConfigError::LogBeyondRing { limit, ring } => write!(
+                f,
+                "SlidingLog rings were allocated for {ring} timestamps at build: a limit of {limit} needs a limiter built with at least that limit"
             ),
         }
     }

@@ -5,6 +5,7 @@ use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::{PackedParams, Params};
 use crate::cell::{LogCell, PackedCell};
 use crate::reservation::{max_wait_ns, too_long, Ledger, Reservation, ReserveError};
+use crate::sync::{lock, Mutex, Swap};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use std::fmt;
 use std::time::Duration;
@@ -29,12 +30,17 @@ pub struct RateLimiter<C: Clock = QuantaClock> {
     engine: Engine,
     clock: C,
     algorithm: Algorithm,
-    quota: Quota,
+    quota: Swap<Quota>,
+    /// Serializes `set_quota` calls (deciders never take it).
+    setting: Mutex<()>,
 }
 
+/// The cell, and its parameters behind a [`Swap`] so that `set_quota` can replace
+/// them while deciders run (each decision loads them once).
 enum Engine {
-    Packed(PackedParams, PackedCell),
-    Log(SlidingLog, LogCell),
+    Packed(Swap<PackedParams>, PackedCell),
+    /// The log also keeps the length of the ring allocated at build.
+    Log(Swap<SlidingLog>, LogCell, u32),
 }
 
 impl RateLimiter {
@@ -130,14 +136,15 @@ impl<C: Clock> RateLimiterBuilder<C> {
     /// ```
     pub fn build(self) -> Result<RateLimiter<C>, ConfigError> {
         let engine = match Params::new(self.algorithm, self.quota)? {
-            Params::Packed(p) => Engine::Packed(p, PackedCell::new()),
-            Params::Log(l) => Engine::Log(l, LogCell::new(&l)),
+            Params::Packed(p) => Engine::Packed(Swap::new(p), PackedCell::new()),
+            Params::Log(l) => Engine::Log(Swap::new(l), LogCell::new(&l), l.limit()),
         };
         Ok(RateLimiter {
             engine,
             clock: self.clock,
             algorithm: self.algorithm,
-            quota: self.quota,
+            quota: Swap::new(self.quota),
+            setting: Mutex::new(()),
         })
     }
 }
@@ -214,8 +221,8 @@ impl<C: Clock> RateLimiter<C> {
     pub fn peek(&self) -> Decision {
         let now = crate::algorithm::now(&self.clock);
         match &self.engine {
-            Engine::Packed(params, cell) => cell.peek(params, now, 1),
-            Engine::Log(params, cell) => cell.peek(params, now, 1),
+            Engine::Packed(params, cell) => cell.peek(&params.load(), now, 1),
+            Engine::Log(params, cell, _) => cell.peek(&params.load(), now, 1),
         }
     }
 
@@ -268,8 +275,8 @@ impl<C: Clock> RateLimiter<C> {
         let now = crate::algorithm::now(&self.clock);
         let limit = max_wait_ns(max_wait);
         let booked = match &self.engine {
-            Engine::Packed(params, cell) => cell.reserve(params, now, n, limit),
-            Engine::Log(params, cell) => cell.reserve(params, now, n, limit),
+            Engine::Packed(params, cell) => cell.reserve(&params.load(), now, n, limit),
+            Engine::Log(params, cell, _) => cell.reserve(&params.load(), now, n, limit),
         };
         match booked {
             Ok(b) => Ok(Reservation::new(b, now, self, 0)),
@@ -281,9 +288,70 @@ impl<C: Clock> RateLimiter<C> {
     fn decide(&self, n: u32) -> Decision {
         let now = crate::algorithm::now(&self.clock);
         match &self.engine {
-            Engine::Packed(params, cell) => cell.decide(params, now, n),
-            Engine::Log(params, cell) => cell.decide(params, now, n),
+            Engine::Packed(params, cell) => cell.decide(&params.load(), now, n),
+            Engine::Log(params, cell, _) => cell.decide(&params.load(), now, n),
         }
+    }
+
+    /// Replaces the quota at run time, keeping the state: deciders are never blocked
+    /// (each decision reads the parameters once, old or new, never a mix).
+    ///
+    /// What carries over, and the bound across the change at time `c`:
+    ///
+    /// * **Buckets**: the state is a time (when the bucket is full again), so it keeps
+    ///   its meaning: each bucket is full again when it would have been, and what it
+    ///   holds until then is counted in the new quota's units. Over any span `[a, b]` containing `c`, at most
+    ///   `burst_old + (c − a)/T_old` are admitted before `c` and
+    ///   `burst_new + (b − c)/T_new` from `c` on. A lowered quota never admits more than
+    ///   the new one allows from the change on; a raised one at most its new burst at
+    ///   once.
+    /// * **Windows** (the period must stay: [`ConfigError::PeriodChange`]): counts carry
+    ///   over and the new limit applies at once, so the window containing `c` admits at
+    ///   most `max(limit_old, limit_new)` in all (a lowered limit admits nothing more in
+    ///   a window already past it). Any limit the period can represent fits: the packed
+    ///   layout depends on the period alone.
+    /// * **Sliding log**: logged times carry over; after `c` every interval of the new
+    ///   period ending at an admission holds at most the new limit. The rings keep the
+    ///   size they were built with: a larger limit is
+    ///   [`ConfigError::LogBeyondRing`].
+    ///
+    /// # Errors
+    ///
+    /// Any [`ConfigError`] `build` would return for this quota, and the two above;
+    /// nothing changes then.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Quota, RateLimiter};
+    ///
+    /// let l = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(10)).build()?;
+    /// for _ in 0..5 {
+    ///     assert!(l.check().is_allowed());
+    /// }
+    /// l.set_quota(Quota::per_minute(6))?; // the 5 already admitted still count
+    /// assert!(l.check().is_allowed());
+    /// assert!(!l.check().is_allowed());
+    /// assert!(l.set_quota(Quota::per_hour(6)).is_err()); // windows keep their period
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
+        let next = Params::new(self.algorithm, quota)?;
+        let _one_at_a_time = lock(&self.setting);
+        match (&self.engine, next) {
+            (Engine::Packed(params, _), Params::Packed(p)) => {
+                Params::Packed(params.load()).can_become(&next, 0)?;
+                params.store(p);
+            }
+            (Engine::Log(params, _, ring), Params::Log(l)) => {
+                Params::Log(params.load()).can_become(&next, *ring)?;
+                params.store(l);
+            }
+            // Params::new for this limiter's own algorithm builds the same kind.
+            _ => return Ok(()),
+        }
+        self.quota.store(quota);
+        Ok(())
     }
 
     /// The most that can ever be admitted at once: the burst for the buckets, the
@@ -300,8 +368,8 @@ impl<C: Clock> RateLimiter<C> {
     #[must_use]
     pub fn burst(&self) -> u32 {
         match &self.engine {
-            Engine::Packed(p, _) => p.capacity(),
-            Engine::Log(l, _) => l.limit(),
+            Engine::Packed(p, _) => p.load().capacity(),
+            Engine::Log(l, _, _) => l.load().limit(),
         }
     }
 
@@ -353,7 +421,7 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[must_use]
     pub fn quota(&self) -> Quota {
-        self.quota
+        self.quota.load()
     }
 
     /// The clock this limiter reads.
@@ -387,7 +455,7 @@ impl<C: Clock> RateLimiter<C> {
     pub fn memory_bytes(&self) -> usize {
         let ring = match &self.engine {
             Engine::Packed(..) => 0,
-            Engine::Log(l, _) => l.ring_bytes(),
+            Engine::Log(_, _, ring) => *ring as usize * std::mem::size_of::<u64>(),
         };
         std::mem::size_of::<Self>() + ring
     }
@@ -400,8 +468,8 @@ impl<C: Clock> Ledger for RateLimiter<C> {
             return;
         }
         match &self.engine {
-            Engine::Packed(params, cell) => cell.refund(params, booking),
-            Engine::Log(params, cell) => cell.refund(params, booking, now),
+            Engine::Packed(params, cell) => cell.refund(&params.load(), booking),
+            Engine::Log(params, cell, _) => cell.refund(&params.load(), booking, now),
         }
     }
 }
@@ -414,8 +482,8 @@ impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
     fn book(&self, n: u32) -> (Decision, Option<Reservation<'_>>) {
         let now = crate::algorithm::now(&self.clock);
         let (d, booking) = match &self.engine {
-            Engine::Packed(params, cell) => cell.decide_booked(params, now, n),
-            Engine::Log(params, cell) => cell.decide_booked(params, now, n),
+            Engine::Packed(params, cell) => cell.decide_booked(&params.load(), now, n),
+            Engine::Log(params, cell, _) => cell.decide_booked(&params.load(), now, n),
         };
         let booked = crate::algorithm::booking::Booked {
             wait: 0,
@@ -432,8 +500,8 @@ impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
     fn peek_n(&self, n: u32) -> Decision {
         let now = crate::algorithm::now(&self.clock);
         match &self.engine {
-            Engine::Packed(params, cell) => cell.peek(params, now, n),
-            Engine::Log(params, cell) => cell.peek(params, now, n),
+            Engine::Packed(params, cell) => cell.peek(&params.load(), now, n),
+            Engine::Log(params, cell, _) => cell.peek(&params.load(), now, n),
         }
     }
 }
@@ -442,7 +510,7 @@ impl<C: Clock> fmt::Debug for RateLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimiter")
             .field("algorithm", &self.algorithm)
-            .field("quota", &self.quota)
+            .field("quota", &self.quota.load())
             .finish_non_exhaustive()
     }
 }

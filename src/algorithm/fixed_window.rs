@@ -60,6 +60,11 @@ impl FixedWindow {
         self.limit
     }
 
+    /// The window length, ns.
+    pub(crate) fn period(&self) -> u64 {
+        self.period
+    }
+
     #[inline]
     fn unpack(&self, state: u64) -> (u64, u32) {
         let mask = (1u64 << self.shift) - 1;

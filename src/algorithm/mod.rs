@@ -270,12 +270,36 @@ impl Params {
         })
     }
 
-    /// The largest cost ever admitted at once.
-    pub(crate) fn capacity(&self) -> u32 {
-        match self {
-            Params::Packed(p) => p.capacity(),
-            Params::Log(l) => l.limit(),
+    /// Checks that `next` (same algorithm) can replace these parameters at run time
+    /// with every stored state keeping its meaning: the buckets' states are times, so
+    /// anything goes; the windows' states count in windows of their period, so the
+    /// period stays (their layout depends on the period alone, so any limit fits); a
+    /// log keeps at most `ring` timestamps, allocated at build.
+    pub(crate) fn can_become(&self, next: &Params, ring: u32) -> Result<(), ConfigError> {
+        let (algorithm, period, requested) = match (self, next) {
+            (Params::Packed(PackedParams::Fixed(a)), Params::Packed(PackedParams::Fixed(b))) => {
+                (Algorithm::FixedWindow, a.period(), b.period())
+            }
+            (
+                Params::Packed(PackedParams::Sliding(a)),
+                Params::Packed(PackedParams::Sliding(b)),
+            ) => (Algorithm::SlidingWindow, a.period(), b.period()),
+            (Params::Log(_), Params::Log(b)) if b.limit() > ring => {
+                return Err(ConfigError::LogBeyondRing {
+                    limit: b.limit(),
+                    ring,
+                })
+            }
+            _ => return Ok(()),
+        };
+        if period != requested {
+            return Err(ConfigError::PeriodChange {
+                algorithm,
+                period: Duration::from_nanos(period),
+                requested: Duration::from_nanos(requested),
+            });
         }
+        Ok(())
     }
 }
 

@@ -76,6 +76,11 @@ impl SlidingWindow {
         self.limit
     }
 
+    /// The window length, ns.
+    pub(crate) fn period(&self) -> u64 {
+        self.period
+    }
+
     /// Counts `prev` (window `k − 1`) and `curr` (window `k`) viewed at the reading
     /// `now`, for `k >= now / P` (later for a stale reading, which is then decided at
     /// window `k`'s start, where the previous window weighs the most).

@@ -27,7 +27,7 @@ use super::layout::{
 use super::table::Placed;
 use super::OnFull;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
-use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering, PlainAtomicU64};
+use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering, PlainAtomicU64, Swap};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 
@@ -55,8 +55,13 @@ pub(crate) struct LogTable {
     shards: Box<[CachePadded<Shard>]>,
     claims: ClaimLocks,
     counts: Stripes,
+    /// Whether decisions are counted in `counts` (the builder's `stats(false)` turns
+    /// the per-decision stripe update off).
+    counting: bool,
     geo: Geometry,
-    params: SlidingLog,
+    params: Swap<SlidingLog>,
+    /// Timestamps per ring, fixed at build (the limit built with).
+    ring_len: usize,
     on_full: OnFull,
 }
 
@@ -106,8 +111,10 @@ impl LogTable {
             shards: new_shards(geo.shards()),
             claims: ClaimLocks::new(n),
             counts: Stripes::new(),
+            counting: true,
             geo,
-            params,
+            params: Swap::new(params),
+            ring_len: params.limit() as usize,
             on_full,
         })
     }
@@ -123,12 +130,29 @@ impl LogTable {
 
     /// Bytes of one slot's ring.
     pub(crate) fn ring_bytes(&self) -> usize {
-        self.params.ring_bytes()
+        self.ring_len * std::mem::size_of::<u64>()
     }
 
     /// The algorithm's parameters.
-    pub(crate) fn params(&self) -> &SlidingLog {
-        &self.params
+    pub(crate) fn params(&self) -> SlidingLog {
+        self.params.load()
+    }
+
+    /// This table, not counting decisions (`stats(false)`).
+    pub(crate) fn without_stats(mut self) -> Self {
+        self.counting = false;
+        self
+    }
+
+    /// Replaces the parameters (`set_quota`, with a limit of at most the ring
+    /// length); deciders read them once per decision.
+    pub(crate) fn set_params(&self, params: SlidingLog) {
+        self.params.store(params);
+    }
+
+    /// Timestamps per ring, fixed at build.
+    pub(crate) fn ring_len(&self) -> u32 {
+        self.ring_len as u32
     }
 
     /// The counters.
@@ -139,8 +163,8 @@ impl LogTable {
     /// Slot `i`'s ring at `cursor` (call under slot `i`'s lock).
     #[inline]
     fn ring(&self, i: usize, cursor: Cursor) -> Ring<&[PlainAtomicU64]> {
-        let limit = self.params.limit() as usize;
-        Ring::from_parts(cursor, &self.stamps[i * limit..(i + 1) * limit])
+        let len = self.ring_len;
+        Ring::from_parts(cursor, &self.stamps[i * len..(i + 1) * len])
     }
 
     /// Runs `f` on slot `i`'s ring (locked as `e`) and stores the cursor back.
@@ -165,7 +189,7 @@ impl LogTable {
             let e = lock(&s.entry);
             if e.fp != 0 {
                 occupied += 1;
-                if !self.params.cursor_is_idle(e.cursor, now) {
+                if !self.params().cursor_is_idle(e.cursor, now) {
                     active += 1;
                 }
             }
@@ -175,7 +199,7 @@ impl LogTable {
 
     /// One decision for the key hashed to `h` at `now`, for `cost <= capacity`.
     pub(crate) fn decide(&self, h: u64, now: u64, cost: u32) -> Decision {
-        let params = self.params;
+        let params = self.params();
         let placed = self.run(
             h,
             now,
@@ -188,7 +212,9 @@ impl LogTable {
             Placed::Absent(d) => return d,
             Placed::Stored(d) | Placed::Untracked(d) | Placed::Refused(d) => d,
         };
-        self.counts.count(cost, &d);
+        if self.counting {
+            self.counts.count(cost, &d);
+        }
         d
     }
 
@@ -219,8 +245,8 @@ impl LogTable {
     pub(crate) fn peek(&self, h: u64, now: u64, cost: u32) -> Decision {
         let fp = fingerprint(h);
         match self.find(fp, &self.geo.locate(h)) {
-            Some((i, e)) => self.params.peek(&self.ring(i, e.cursor), now, cost),
-            None => self.params.fresh(cost),
+            Some((i, e)) => self.params().peek(&self.ring(i, e.cursor), now, cost),
+            None => self.params().fresh(cost),
         }
     }
 
@@ -264,12 +290,12 @@ impl LogTable {
                 }
                 if e.fp == 0 {
                     empty.free(wi, (i, 0));
-                } else if self.params.cursor_is_idle(e.cursor, now) {
+                } else if self.params().cursor_is_idle(e.cursor, now) {
                     idle.free(wi, (i, e.fp));
                 } else {
                     empty.live(wi);
                     idle.live(wi);
-                    idle.rank((i, e.fp), self.params.cursor_idle_at(e.cursor));
+                    idle.rank((i, e.fp), self.params().cursor_idle_at(e.cursor));
                 }
             }
             // Between the scan and the slot's lock, a claim of another key may have
@@ -283,7 +309,7 @@ impl LogTable {
             }
             if let Some((i, seen)) = idle.target() {
                 let mut e = lock(&self.slots[i].entry);
-                if e.fp == seen && self.params.cursor_is_idle(e.cursor, now) {
+                if e.fp == seen && self.params().cursor_is_idle(e.cursor, now) {
                     shard.stamp(now);
                     Shard::bump(&shard.idle_reclaims);
                     return Placed::Stored(self.install(i, &mut e, fp, now, f));
@@ -306,7 +332,7 @@ impl LogTable {
                 }
                 _ => {
                     Shard::bump(&shard.refused);
-                    Placed::Refused(idle.refusal(self.params.limit(), now))
+                    Placed::Refused(idle.refusal(self.params().limit(), now))
                 }
             };
         }

@@ -9,6 +9,7 @@ mod table;
 mod verbs;
 
 use crate::algorithm::Params;
+use crate::sync::{Mutex, Swap};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use layout::Geometry;
 use log_table::LogTable;
@@ -147,9 +148,10 @@ pub struct KeyedRateLimiter<K: Hash + ?Sized, C: Clock = QuantaClock> {
     hasher: ahash::RandomState,
     clock: C,
     algorithm: Algorithm,
-    quota: Quota,
+    quota: Swap<Quota>,
+    /// Serializes `set_quota` calls (deciders never take it).
+    setting: Mutex<()>,
     max_keys: usize,
-    burst: u32,
     slots: usize,
     _key: PhantomData<fn(&K)>,
 }
@@ -183,6 +185,7 @@ impl<K: Hash + ?Sized> KeyedRateLimiter<K> {
             on_full: OnFull::Evict,
             shards: None,
             seed: None,
+            stats: true,
             _key: PhantomData,
         }
     }
@@ -213,6 +216,7 @@ pub struct KeyedRateLimiterBuilder<K: ?Sized, C: Clock> {
     on_full: OnFull,
     shards: Option<usize>,
     seed: Option<u64>,
+    stats: bool,
     _key: PhantomData<fn(&K)>,
 }
 
@@ -354,6 +358,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
             on_full: self.on_full,
             shards: self.shards,
             seed: self.seed,
+            stats: self.stats,
             _key: PhantomData,
         }
     }
@@ -408,6 +413,30 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
         self
     }
 
+    /// Whether to count decisions in [`stats`](KeyedRateLimiter::stats)'s `allowed`
+    /// and `rejected` (default: yes). Counting costs one relaxed increment of a
+    /// per-thread-stripe counter per decision; with `stats(false)` the hot path skips
+    /// it and those two counters stay 0 (occupancy and the claim counters, updated only
+    /// on the rare insert paths, are still kept).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(10))
+    ///     .stats(false)
+    ///     .build()?;
+    /// assert!(limiter.check(&1).is_allowed());
+    /// assert_eq!(limiter.stats().allowed, 0);
+    /// assert_eq!(limiter.stats().occupied, 1);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn stats(mut self, on: bool) -> Self {
+        self.stats = on;
+        self
+    }
+
     /// Checks the configuration and builds the limiter; all memory is allocated here.
     ///
     /// # Errors
@@ -432,10 +461,15 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
     pub fn build(self) -> Result<KeyedRateLimiter<K, C>, ConfigError> {
         let params = Params::new(self.algorithm, self.quota)?;
         let geo = Geometry::new(self.max_keys, self.shards)?;
-        let burst = params.capacity();
         let table = match params {
-            Params::Packed(p) => Table::Packed(PackedTable::new(geo, p, self.on_full)?),
-            Params::Log(l) => Table::Log(LogTable::new(geo, l, self.on_full)?),
+            Params::Packed(p) => {
+                let t = PackedTable::new(geo, p, self.on_full)?;
+                Table::Packed(if self.stats { t } else { t.without_stats() })
+            }
+            Params::Log(l) => {
+                let t = LogTable::new(geo, l, self.on_full)?;
+                Table::Log(if self.stats { t } else { t.without_stats() })
+            }
         };
         let hasher = match self.seed {
             Some(s) => ahash::RandomState::with_seeds(
@@ -451,9 +485,9 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
             hasher,
             clock: self.clock,
             algorithm: self.algorithm,
-            quota: self.quota,
+            quota: Swap::new(self.quota),
+            setting: Mutex::new(()),
             max_keys: self.max_keys,
-            burst,
             slots: geo.slots(),
             _key: PhantomData,
         })
@@ -501,10 +535,11 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[inline]
     pub fn check_n(&self, key: &K, n: u32) -> Result<Decision, InsufficientCapacity> {
-        if n > self.burst {
+        let burst = self.burst();
+        if n > burst {
             return Err(InsufficientCapacity {
                 requested: n,
-                capacity: self.burst,
+                capacity: burst,
             });
         }
         Ok(self.decide(key, n))
@@ -603,7 +638,10 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[must_use]
     pub fn burst(&self) -> u32 {
-        self.burst
+        match &self.table {
+            Table::Packed(t) => t.params().capacity(),
+            Table::Log(t) => t.params().limit(),
+        }
     }
 
     /// The old name of [`burst`](Self::burst).
@@ -621,7 +659,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     #[must_use]
     #[deprecated(since = "0.2.0", note = "use `burst()`")]
     pub fn capacity_per_key(&self) -> u32 {
-        self.burst
+        self.burst()
     }
 
     /// Whether the packed table's 16-byte slot word is lock-free on this machine
@@ -757,7 +795,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[must_use]
     pub fn quota(&self) -> Quota {
-        self.quota
+        self.quota.load()
     }
 
     /// The clock this limiter reads.
@@ -782,7 +820,7 @@ impl<K: Hash + ?Sized, C: Clock> fmt::Debug for KeyedRateLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedRateLimiter")
             .field("algorithm", &self.algorithm)
-            .field("quota", &self.quota)
+            .field("quota", &self.quota.load())
             .field("max_keys", &self.max_keys)
             .field("slots", &self.slots)
             .finish_non_exhaustive()

@@ -53,7 +53,7 @@ use super::layout::{
 };
 use super::OnFull;
 use crate::algorithm::PackedParams;
-use crate::sync::{lock, AtomicU128, Ordering};
+use crate::sync::{lock, AtomicU128, Ordering, Swap};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 
@@ -106,8 +106,11 @@ pub(crate) struct PackedTable {
     shards: Box<[CachePadded<Shard>]>,
     claims: ClaimLocks,
     counts: Stripes,
+    /// Whether decisions are counted in `counts` (the builder's `stats(false)` turns
+    /// the per-decision stripe update off).
+    counting: bool,
     geo: Geometry,
-    params: PackedParams,
+    params: Swap<PackedParams>,
     on_full: OnFull,
 }
 
@@ -143,8 +146,9 @@ impl PackedTable {
             shards: new_shards(geo.shards()),
             claims: ClaimLocks::new(geo.slots()),
             counts: Stripes::new(),
+            counting: true,
             geo,
-            params,
+            params: Swap::new(params),
             on_full,
         })
     }
@@ -164,8 +168,19 @@ impl PackedTable {
     }
 
     /// The algorithm's parameters.
-    pub(crate) fn params(&self) -> &PackedParams {
-        &self.params
+    pub(crate) fn params(&self) -> PackedParams {
+        self.params.load()
+    }
+
+    /// This table, not counting decisions (`stats(false)`).
+    pub(crate) fn without_stats(mut self) -> Self {
+        self.counting = false;
+        self
+    }
+
+    /// Replaces the parameters (`set_quota`); deciders read them once per decision.
+    pub(crate) fn set_params(&self, params: PackedParams) {
+        self.params.store(params);
     }
 
     /// The counters.
@@ -176,11 +191,12 @@ impl PackedTable {
     /// `(occupied, active)`: slots holding a key, and those whose state is not idle.
     pub(crate) fn occupancy(&self, now: u64) -> (u64, u64) {
         let (mut occupied, mut active) = (0, 0);
+        let params = self.params();
         for s in self.lines.iter().flat_map(|l| l.0.iter()) {
             let w = s.load(Ordering::Acquire);
             if fp_of(w) != 0 {
                 occupied += 1;
-                if !self.params.is_idle(state_of(w), now) {
+                if !params.is_idle(state_of(w), now) {
                     active += 1;
                 }
             }
@@ -269,14 +285,16 @@ impl PackedTable {
     /// has to start over), for `cost <= capacity`.
     #[inline]
     pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32) -> Decision {
-        let params = self.params;
+        let params = self.params();
         let placed = self.run(h, now, cost > 0, |state, t| params.step(state, t, cost));
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
             Placed::Absent(d) => return d,
             Placed::Stored(d) | Placed::Untracked(d) | Placed::Refused(d) => d,
         };
-        self.counts.count(cost, &d);
+        if self.counting {
+            self.counts.count(cost, &d);
+        }
         d
     }
 
@@ -342,12 +360,12 @@ impl PackedTable {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
         match self.scan(fp, &loc) {
-            Scan::Found(_, w) => self.params.step(state_of(w), now, cost).1,
+            Scan::Found(_, w) => self.params().step(state_of(w), now, cost).1,
             // A missing key is decided as fresh, at no older reading than a reclaim
             // (as `decide` would).
             Scan::Absent { .. } => {
                 let now = self.shards[loc.shard].floor(now);
-                self.params.step(0, now, cost).1
+                self.params().step(0, now, cost).1
             }
         }
     }
@@ -364,6 +382,7 @@ impl PackedTable {
     ) -> Option<Placed<R>> {
         let shard = &self.shards[loc.shard];
         let _guard = lock(self.claims.of(fp));
+        let params = self.params();
         // A reclaim may have happened since the caller's scan.
         let now = shard.floor(now);
         let mut scan = ClaimScan::new();
@@ -376,7 +395,7 @@ impl PackedTable {
                 return self.update(i, fp, w, now, f).map(Placed::Stored);
             }
             // One comparison per entry: the state is its own idle stamp.
-            let idle_at = self.params.idle_at(state_of(w));
+            let idle_at = params.idle_at(state_of(w));
             if fw == 0 || idle_at <= now {
                 scan.free(wi, (i, w));
             } else {
@@ -415,8 +434,8 @@ impl PackedTable {
             OnFull::Deny => {
                 Shard::bump(&shard.refused);
                 Some(Placed::Refused(
-                    scan.refusal(self.params.capacity(), now)
-                        .with_limit(self.params.limit()),
+                    scan.refusal(params.capacity(), now)
+                        .with_limit(params.limit()),
                 ))
             }
             OnFull::Allow => {

@@ -3,8 +3,10 @@
 use super::table::Placed;
 use super::{KeyedRateLimiter, Table};
 use crate::algorithm::booking::{Booked, Booking};
+use crate::algorithm::Params;
 use crate::reservation::{max_wait_ns, too_long, Ledger, Reservation, ReserveError};
-use crate::{Clock, Decision, InsufficientCapacity};
+use crate::sync::lock;
+use crate::{Clock, ConfigError, Decision, InsufficientCapacity, Quota};
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -46,10 +48,11 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<Reservation<'_>, ReserveError> {
-        if n > self.burst || n == 0 {
+        let burst = self.burst();
+        if n > burst || n == 0 {
             return Err(InsufficientCapacity {
                 requested: n,
-                capacity: self.burst,
+                capacity: burst,
             }
             .into());
         }
@@ -57,7 +60,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         let limit = max_wait_ns(max_wait);
         let placed = match &self.table {
             Table::Packed(t) => {
-                let params = *t.params();
+                let params = t.params();
                 t.run(
                     h,
                     || self.now(),
@@ -69,7 +72,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
                 )
             }
             Table::Log(t) => {
-                let params = *t.params();
+                let params = t.params();
                 t.run(
                     h,
                     self.now(),
@@ -101,6 +104,141 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
                 retry_after: d.retry_after().unwrap_or_default(),
             }),
         }
+    }
+
+    /// Replaces the quota of every key at run time, keeping every key's state;
+    /// deciders are never blocked (each decision reads the parameters once). What
+    /// carries over and the bound across the change are those of
+    /// [`RateLimiter::set_quota`](crate::RateLimiter::set_quota), key by key. The
+    /// table's memory does not change: a sliding log cannot grow past the limit its
+    /// rings were built for.
+    ///
+    /// # Errors
+    ///
+    /// Any [`ConfigError`] `build` would return for this quota;
+    /// [`ConfigError::PeriodChange`] for a window algorithm given another period;
+    /// [`ConfigError::LogBeyondRing`]. Nothing changes then.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let l = KeyedRateLimiter::<str>::builder(Algorithm::TokenBucket, Quota::per_second(10)).build()?;
+    /// assert!(l.check_n("alice", 10)?.is_allowed()); // alice's bucket is full again in 1 s
+    /// l.set_quota(Quota::per_second(100))?;
+    /// assert!(!l.check("alice").is_allowed()); // still full again only in 1 s
+    /// assert!(l.check_n("bob", 100)?.is_allowed()); // the new burst
+    /// assert_eq!(l.quota(), Quota::per_second(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
+        let next = Params::new(self.algorithm, quota)?;
+        let _one_at_a_time = lock(&self.setting);
+        match (&self.table, next) {
+            (Table::Packed(t), Params::Packed(p)) => {
+                Params::Packed(t.params()).can_become(&next, 0)?;
+                t.set_params(p);
+            }
+            (Table::Log(t), Params::Log(l)) => {
+                Params::Log(t.params()).can_become(&next, t.ring_len())?;
+                t.set_params(l);
+            }
+            // Params::new for this limiter's own algorithm builds the same kind.
+            _ => return Ok(()),
+        }
+        self.quota.store(quota);
+        Ok(())
+    }
+
+    /// Forgets `key`'s usage: its next request is decided as a new key's first. Its
+    /// slot stays assigned but is idle, so it is the first taken when another key
+    /// needs room (memory is fixed: nothing is freed or allocated). Pending
+    /// reservations of the key give nothing back after this. `false` when the table
+    /// did not hold the key.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let l = KeyedRateLimiter::<str>::builder(Algorithm::FixedWindow, Quota::per_hour(1)).build()?;
+    /// assert!(l.check("alice").is_allowed());
+    /// assert!(!l.check("alice").is_allowed());
+    /// assert!(l.reset("alice"));
+    /// assert!(l.check("alice").is_allowed());
+    /// assert!(!l.reset("nobody"));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn reset(&self, key: &K) -> bool {
+        let h = self.hasher.hash_one(key);
+        let placed = match &self.table {
+            Table::Packed(t) => t.run(h, || self.now(), false, |_, _| (Some(0), ())),
+            Table::Log(t) => t.run(h, self.now(), false, |ring, _| ring.clear(), || ()),
+        };
+        matches!(placed, Placed::Stored(()))
+    }
+
+    /// Removes `key`: the same as [`reset`](Self::reset) (an idle slot is a free
+    /// slot in this table: it is reclaimed before any other when a new key needs
+    /// room), under the name caches use.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::SlidingLog, Quota::per_hour(1)).build()?;
+    /// assert!(l.check(&7).is_allowed());
+    /// assert_eq!(l.len(), 1);
+    /// assert!(l.remove(&7));
+    /// assert_eq!(l.len(), 0);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn remove(&self, key: &K) -> bool {
+        self.reset(key)
+    }
+
+    /// The number of keys whose state still says something (not idle) now: the keys
+    /// being limited. A scan of the whole table (`O(slots)`, no locks for the packed
+    /// algorithms): for monitoring, not for the request path.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let l = KeyedRateLimiter::<str>::builder(Algorithm::TokenBucket, Quota::per_second(10)).build()?;
+    /// assert!(l.is_empty());
+    /// let _ = l.check("alice");
+    /// let _ = l.check("bob");
+    /// assert_eq!(l.len(), 2);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn len(&self) -> usize {
+        let now = self.now();
+        let (_, active) = match &self.table {
+            Table::Packed(t) => t.occupancy(now),
+            Table::Log(t) => t.occupancy(now),
+        };
+        active as usize
+    }
+
+    /// Whether no key is being limited now ([`len`](Self::len) is 0).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::FixedWindow, Quota::per_second(10)).build()?;
+    /// assert!(l.is_empty());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// `key`'s limit, to decide together with others in
@@ -138,7 +276,7 @@ impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
         }
         match &self.table {
             Table::Packed(t) => {
-                let params = *t.params();
+                let params = t.params();
                 t.run(
                     key,
                     || now,
@@ -147,7 +285,7 @@ impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
                 );
             }
             Table::Log(t) => {
-                let params = *t.params();
+                let params = t.params();
                 if let Booking::Log { at, cost } = *booking {
                     t.run(
                         key,
@@ -191,14 +329,14 @@ impl<K: Hash + ?Sized, C: Clock> std::fmt::Debug for KeyLimit<'_, K, C> {
 
 impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K, C> {
     fn most(&self) -> u32 {
-        self.limiter.burst
+        self.limiter.burst()
     }
 
     fn book(&self, n: u32) -> (Decision, Option<Reservation<'_>>) {
         let l = self.limiter;
         let placed = match &l.table {
             Table::Packed(t) => {
-                let params = *t.params();
+                let params = t.params();
                 t.run(
                     self.hash,
                     || l.now(),
@@ -211,7 +349,7 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
                 )
             }
             Table::Log(t) => {
-                let params = *t.params();
+                let params = t.params();
                 t.run(
                     self.hash,
                     l.now(),
