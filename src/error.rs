@@ -93,6 +93,18 @@ pub enum ConfigError {
         /// The period asked for.
         requested: Duration,
     },
+    /// A keyed limiter's tiers of a window algorithm or the sliding log differ in
+    /// period (their states count in the period, shared by every tier).
+    TierPeriod {
+        /// The algorithm.
+        algorithm: Algorithm,
+        /// The tier whose period differs.
+        tier: usize,
+        /// Its period.
+        period: Duration,
+        /// Tier 0's period, which every tier shares.
+        expected: Duration,
+    },
     /// `set_quota` on a sliding log with a limit above the one its rings were
     /// allocated for at build (memory is fixed at build).
     LogBeyondRing {
@@ -147,6 +159,10 @@ impl fmt::Display for ConfigError {
             ConfigError::PeriodChange { algorithm, period, requested } => write!(
                 f,
                 "{algorithm:?} counts in windows of {period:?}, the period it was built with; a new period ({requested:?}) needs a new limiter (the limit can change: any limit this period represents)"
+            ),
+            ConfigError::TierPeriod { algorithm, tier, period, expected } => write!(
+                f,
+                "{algorithm:?} tiers share one period: tier {tier} has {period:?}, tier 0 has {expected:?} (the buckets' tiers may differ in period)"
             ),
             ConfigError::LogBeyondRing { limit, ring } => write!(
                 f,

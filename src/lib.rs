@@ -49,7 +49,7 @@ pub use algorithm::Algorithm;
 pub use clock::{Clock, ManualClock, QuantaClock};
 pub use decision::Decision;
 pub use error::{ConfigError, InsufficientCapacity};
-pub use keyed::{KeyLimit, KeyedRateLimiter, KeyedRateLimiterBuilder, OnFull, Stats};
+pub use keyed::{KeyLimit, KeyedRateLimiter, KeyedRateLimiterBuilder, OnFull, Stats, Tier};
 pub use limiter::{RateLimiter, RateLimiterBuilder};
 pub use multi::{check_all, Limit, MultiDecision};
 pub use quota::Quota;

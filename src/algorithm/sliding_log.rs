@@ -187,17 +187,17 @@ impl SlidingLog {
         self.limit
     }
 
+    /// The window length, ns.
+    pub(crate) fn period(&self) -> u64 {
+        self.period
+    }
+
     /// The `i`-th oldest of the newest `limit` entries: a ring built for a larger
     /// limit (before a `set_quota` lowered it) keeps older entries before them, which
     /// no longer count.
     #[inline]
     fn nth<S: Stamps>(&self, ring: &Ring<S>, i: u32) -> u64 {
         ring.entry(ring.len() - self.limit + i)
-    }
-
-    /// Bytes of ring per key.
-    pub(crate) fn ring_bytes(&self) -> usize {
-        self.limit as usize * std::mem::size_of::<u64>()
     }
 
     /// What an empty log decides for `cost`, without a ring: exactly what

@@ -59,8 +59,10 @@ pub(crate) struct LogTable {
     /// the per-decision stripe update off).
     counting: bool,
     geo: Geometry,
-    params: Swap<SlidingLog>,
-    /// Timestamps per ring, fixed at build (the limit built with).
+    /// The parameters of each tier (tier 0 is the builder's quota; all share the
+    /// period), fixed in number at build, each replaceable by `set_quota`.
+    params: Box<[Swap<SlidingLog>]>,
+    /// Timestamps per ring, fixed at build (the largest limit built with).
     ring_len: usize,
     on_full: OnFull,
 }
@@ -68,9 +70,10 @@ pub(crate) struct LogTable {
 impl LogTable {
     /// The bytes a table of `geo` and `params` takes, computed before allocating;
     /// `None` when it exceeds the address space.
-    pub(crate) fn bytes_for(geo: &Geometry, params: &SlidingLog) -> Option<usize> {
+    pub(crate) fn bytes_for(geo: &Geometry, ring_len: u32, tiers: usize) -> Option<usize> {
         let n = geo.slots();
-        n.checked_mul(params.ring_bytes())?
+        n.checked_mul(ring_len as usize * std::mem::size_of::<u64>())?
+            .checked_add(tiers * std::mem::size_of::<Swap<SlidingLog>>())?
             .checked_add(n.checked_mul(std::mem::size_of::<Slot>())?)?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
             .checked_add(ClaimLocks::bytes(n))?
@@ -80,7 +83,7 @@ impl LogTable {
     /// Allocates every slot and the timestamp block, once, fallibly.
     pub(crate) fn new(
         geo: Geometry,
-        params: SlidingLog,
+        tiers: Vec<SlidingLog>,
         on_full: OnFull,
     ) -> Result<Self, crate::ConfigError> {
         let n = geo.slots();
@@ -88,7 +91,7 @@ impl LogTable {
             requested: geo.capacity(),
             max: super::layout::MAX_CAPACITY,
         };
-        let limit = params.limit() as usize;
+        let limit = tiers.iter().map(SlidingLog::limit).max().unwrap_or(0) as usize;
         let cells = n
             .checked_mul(limit)
             .filter(|&c| c <= isize::MAX as usize / 8)
@@ -113,8 +116,8 @@ impl LogTable {
             counts: Stripes::new(),
             counting: true,
             geo,
-            params: Swap::new(params),
-            ring_len: params.limit() as usize,
+            params: tiers.into_iter().map(Swap::new).collect(),
+            ring_len: limit,
             on_full,
         })
     }
@@ -123,6 +126,7 @@ impl LogTable {
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.slots)
             + std::mem::size_of_val(&*self.stamps)
+            + std::mem::size_of_val(&*self.params)
             + std::mem::size_of_val(&*self.shards)
             + ClaimLocks::bytes(self.slots.len())
             + self.counts.memory_bytes()
@@ -135,7 +139,13 @@ impl LogTable {
 
     /// The algorithm's parameters.
     pub(crate) fn params(&self) -> SlidingLog {
-        self.params.load()
+        self.params[0].load()
+    }
+
+    /// Tier `tier`'s parameters (`tier` < the number of tiers, checked by callers).
+    #[inline]
+    pub(crate) fn params_in(&self, tier: usize) -> SlidingLog {
+        self.params[tier].load()
     }
 
     /// This table, not counting decisions (`stats(false)`).
@@ -146,8 +156,8 @@ impl LogTable {
 
     /// Replaces the parameters (`set_quota`, with a limit of at most the ring
     /// length); deciders read them once per decision.
-    pub(crate) fn set_params(&self, params: SlidingLog) {
-        self.params.store(params);
+    pub(crate) fn set_params(&self, tier: usize, params: SlidingLog) {
+        self.params[tier].store(params);
     }
 
     /// Timestamps per ring, fixed at build.
@@ -198,8 +208,8 @@ impl LogTable {
     }
 
     /// One decision for the key hashed to `h` at `now`, for `cost <= capacity`.
-    pub(crate) fn decide(&self, h: u64, now: u64, cost: u32) -> Decision {
-        let params = self.params();
+    pub(crate) fn decide(&self, h: u64, now: u64, cost: u32, tier: usize) -> Decision {
+        let params = self.params_in(tier);
         let placed = self.run(
             h,
             now,
@@ -242,11 +252,12 @@ impl LogTable {
 
     /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
     /// logging and inserting nothing.
-    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32) -> Decision {
+    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, tier: usize) -> Decision {
         let fp = fingerprint(h);
+        let params = self.params_in(tier);
         match self.find(fp, &self.geo.locate(h)) {
-            Some((i, e)) => self.params().peek(&self.ring(i, e.cursor), now, cost),
-            None => self.params().fresh(cost),
+            Some((i, e)) => params.peek(&self.ring(i, e.cursor), now, cost),
+            None => params.fresh(cost),
         }
     }
 

@@ -110,17 +110,20 @@ pub(crate) struct PackedTable {
     /// the per-decision stripe update off).
     counting: bool,
     geo: Geometry,
-    params: Swap<PackedParams>,
+    /// The parameters of each tier (tier 0 is the builder's quota), fixed in number
+    /// at build, each replaceable by `set_quota`.
+    params: Box<[Swap<PackedParams>]>,
     on_full: OnFull,
 }
 
 impl PackedTable {
     /// The bytes a table of `geo` takes, computed before allocating; `None` when it
     /// exceeds the address space.
-    pub(crate) fn bytes_for(geo: &Geometry) -> Option<usize> {
+    pub(crate) fn bytes_for(geo: &Geometry, tiers: usize) -> Option<usize> {
         geo.slots()
             .div_ceil(4)
             .checked_mul(std::mem::size_of::<Line>())?
+            .checked_add(tiers * std::mem::size_of::<Swap<PackedParams>>())?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
             .checked_add(ClaimLocks::bytes(geo.slots()))?
             .checked_add(Stripes::BYTES)
@@ -129,7 +132,7 @@ impl PackedTable {
     /// Allocates every slot, once.
     pub(crate) fn new(
         geo: Geometry,
-        params: PackedParams,
+        tiers: Vec<PackedParams>,
         on_full: OnFull,
     ) -> Result<Self, crate::ConfigError> {
         let n = geo.slots().div_ceil(4);
@@ -148,7 +151,7 @@ impl PackedTable {
             counts: Stripes::new(),
             counting: true,
             geo,
-            params: Swap::new(params),
+            params: tiers.into_iter().map(Swap::new).collect(),
             on_full,
         })
     }
@@ -156,6 +159,7 @@ impl PackedTable {
     /// Bytes of the slots and shard metadata.
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.lines)
+            + std::mem::size_of_val(&*self.params)
             + std::mem::size_of_val(&*self.shards)
             + ClaimLocks::bytes(self.geo.slots())
             + self.counts.memory_bytes()
@@ -169,7 +173,13 @@ impl PackedTable {
 
     /// The algorithm's parameters.
     pub(crate) fn params(&self) -> PackedParams {
-        self.params.load()
+        self.params[0].load()
+    }
+
+    /// Tier `tier`'s parameters (`tier` < the number of tiers, checked by callers).
+    #[inline]
+    pub(crate) fn params_in(&self, tier: usize) -> PackedParams {
+        self.params[tier].load()
     }
 
     /// This table, not counting decisions (`stats(false)`).
@@ -178,9 +188,10 @@ impl PackedTable {
         self
     }
 
-    /// Replaces the parameters (`set_quota`); deciders read them once per decision.
-    pub(crate) fn set_params(&self, params: PackedParams) {
-        self.params.store(params);
+    /// Replaces tier `tier`'s parameters (`set_quota`); deciders read them once per
+    /// decision.
+    pub(crate) fn set_params(&self, tier: usize, params: PackedParams) {
+        self.params[tier].store(params);
     }
 
     /// The counters.
@@ -284,8 +295,8 @@ impl PackedTable {
     /// One decision for the key hashed to `h`, at `now()` (re-read when the request
     /// has to start over), for `cost <= capacity`.
     #[inline]
-    pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32) -> Decision {
-        let params = self.params();
+    pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, tier: usize) -> Decision {
+        let params = self.params_in(tier);
         let placed = self.run(h, now, cost > 0, |state, t| params.step(state, t, cost));
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
@@ -356,16 +367,17 @@ impl PackedTable {
 
     /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
     /// writing and inserting nothing.
-    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32) -> Decision {
+    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, tier: usize) -> Decision {
+        let params = self.params_in(tier);
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
         match self.scan(fp, &loc) {
-            Scan::Found(_, w) => self.params().step(state_of(w), now, cost).1,
+            Scan::Found(_, w) => params.step(state_of(w), now, cost).1,
             // A missing key is decided as fresh, at no older reading than a reclaim
             // (as `decide` would).
             Scan::Absent { .. } => {
                 let now = self.shards[loc.shard].floor(now);
-                self.params().step(0, now, cost).1
+                params.step(0, now, cost).1
             }
         }
     }

@@ -48,7 +48,18 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         n: u32,
         max_wait: Duration,
     ) -> Result<Reservation<'_>, ReserveError> {
-        let burst = self.burst();
+        self.reserve_in(key, n, max_wait, 0)
+    }
+
+    /// [`reserve`](Self::reserve) under tier `tier` (< the number of tiers).
+    pub(crate) fn reserve_in(
+        &self,
+        key: &K,
+        n: u32,
+        max_wait: Duration,
+        tier: usize,
+    ) -> Result<Reservation<'_>, ReserveError> {
+        let burst = self.burst_in(tier);
         if n > burst || n == 0 {
             return Err(InsufficientCapacity {
                 requested: n,
@@ -60,7 +71,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         let limit = max_wait_ns(max_wait);
         let placed = match &self.table {
             Table::Packed(t) => {
-                let params = t.params();
+                let params = t.params_in(tier);
                 t.run(
                     h,
                     || self.now(),
@@ -72,7 +83,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
                 )
             }
             Table::Log(t) => {
-                let params = t.params();
+                let params = t.params_in(tier);
                 t.run(
                     h,
                     self.now(),
@@ -133,22 +144,83 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
+        self.set_quota_in(0, quota)
+    }
+
+    /// [`set_quota`](Self::set_quota) for tier `tier` (< the number of tiers); with
+    /// several tiers, a window algorithm's or the log's period stays that of tier 0.
+    pub(crate) fn set_quota_in(&self, tier: usize, quota: Quota) -> Result<(), ConfigError> {
         let next = Params::new(self.algorithm, quota)?;
         let _one_at_a_time = lock(&self.setting);
         match (&self.table, next) {
             (Table::Packed(t), Params::Packed(p)) => {
-                Params::Packed(t.params()).can_become(&next, 0)?;
-                t.set_params(p);
+                let current = Params::Packed(t.params_in(tier));
+                current.can_become(&next, 0)?;
+                super::tier_fits(self.algorithm, &Params::Packed(t.params()), &next, tier)?;
+                t.set_params(tier, p);
             }
             (Table::Log(t), Params::Log(l)) => {
-                Params::Log(t.params()).can_become(&next, t.ring_len())?;
-                t.set_params(l);
+                let current = Params::Log(t.params_in(tier));
+                current.can_become(&next, t.ring_len())?;
+                if self.quotas.len() > 1 {
+                    super::tier_fits(self.algorithm, &Params::Log(t.params()), &next, tier)?;
+                }
+                t.set_params(tier, l);
             }
             // Params::new for this limiter's own algorithm builds the same kind.
             _ => return Ok(()),
         }
-        self.quota.store(quota);
+        self.quotas[tier].store(quota);
         Ok(())
+    }
+
+    /// Tier `tier`'s quota.
+    pub(crate) fn quota_in(&self, tier: usize) -> Quota {
+        self.quotas[tier].load()
+    }
+
+    /// How many quota tiers the limiter has (1 without
+    /// [`tiers`](crate::KeyedRateLimiterBuilder::tiers)).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::FixedWindow, Quota::per_minute(10))
+    ///     .tiers([Quota::per_minute(100), Quota::per_minute(1_000)])
+    ///     .build()?;
+    /// assert_eq!(l.tier_count(), 3);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn tier_count(&self) -> usize {
+        self.quotas.len()
+    }
+
+    /// Tier `tier` of this limiter (0 is the builder's quota; see
+    /// [`tiers`](crate::KeyedRateLimiterBuilder::tiers)): the same verbs, deciding
+    /// each key under that tier's quota. `None` past the last tier.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let l = KeyedRateLimiter::<str>::builder(Algorithm::SlidingWindow, Quota::per_minute(2))
+    ///     .tiers([Quota::per_minute(100)])
+    ///     .build()?;
+    /// let pro = l.tier(1).unwrap();
+    /// for _ in 0..50 {
+    ///     assert!(pro.check("acme").is_allowed());
+    /// }
+    /// // Downgraded: what acme used still counts, against the free tier's 2.
+    /// assert!(!l.check("acme").is_allowed());
+    /// assert!(l.tier(2).is_none());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn tier(&self, tier: usize) -> Option<super::Tier<'_, K, C>> {
+        (tier < self.quotas.len()).then(|| super::Tier::new(self, tier))
     }
 
     /// Forgets `key`'s usage: its next request is decided as a new key's first. Its
@@ -260,9 +332,15 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[must_use]
     pub fn limit(&self, key: &K) -> KeyLimit<'_, K, C> {
+        self.limit_in(key, 0)
+    }
+
+    /// [`limit`](Self::limit) under tier `tier`.
+    pub(crate) fn limit_in(&self, key: &K, tier: usize) -> KeyLimit<'_, K, C> {
         KeyLimit {
             limiter: self,
             hash: self.hasher.hash_one(key),
+            tier,
             _key: PhantomData,
         }
     }
@@ -318,6 +396,7 @@ impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
 pub struct KeyLimit<'a, K: Hash + ?Sized, C: Clock> {
     limiter: &'a KeyedRateLimiter<K, C>,
     hash: u64,
+    tier: usize,
     _key: PhantomData<fn(&K)>,
 }
 
@@ -329,14 +408,14 @@ impl<K: Hash + ?Sized, C: Clock> std::fmt::Debug for KeyLimit<'_, K, C> {
 
 impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K, C> {
     fn most(&self) -> u32 {
-        self.limiter.burst()
+        self.limiter.burst_in(self.tier)
     }
 
     fn book(&self, n: u32) -> (Decision, Option<Reservation<'_>>) {
         let l = self.limiter;
         let placed = match &l.table {
             Table::Packed(t) => {
-                let params = t.params();
+                let params = t.params_in(self.tier);
                 t.run(
                     self.hash,
                     || l.now(),
@@ -349,7 +428,7 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
                 )
             }
             Table::Log(t) => {
-                let params = t.params();
+                let params = t.params_in(self.tier);
                 t.run(
                     self.hash,
                     l.now(),
@@ -390,8 +469,8 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
         let l = self.limiter;
         let now = l.now();
         match &l.table {
-            Table::Packed(t) => t.peek(self.hash, now, n),
-            Table::Log(t) => t.peek(self.hash, now, n),
+            Table::Packed(t) => t.peek(self.hash, now, n, self.tier),
+            Table::Log(t) => t.peek(self.hash, now, n, self.tier),
         }
     }
 }
