@@ -43,6 +43,7 @@ pub mod redis;
 mod sync;
 
 pub use algorithm::Algorithm;
+pub use clock::SystemClock;
 pub use clock::{Clock, ManualClock, QuantaClock};
 pub use decision::Decision;
 pub use error::{ConfigError, InsufficientCapacity};
