@@ -46,6 +46,7 @@ mod sync;
 mod wait;
 
 pub use algorithm::Algorithm;
+pub use clock::SystemClock;
 pub use clock::{Clock, ManualClock, QuantaClock};
 pub use decision::Decision;
 pub use error::{ConfigError, InsufficientCapacity};

@@ -11,3 +11,4 @@ mod hybrid;
 mod overshoot_faults;
 mod server;
 mod sync_scale;
+mod system_clock;
