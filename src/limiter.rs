@@ -461,6 +461,15 @@ impl<C: Clock> RateLimiter<C> {
     }
 }
 
+impl<C: Clock> RateLimiter<C> {
+    /// Gives `undo`'s admission back exactly (as far as no later booking depends on
+    /// it), due or not.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn give_back(&self, undo: crate::reservation::Undo) {
+        Ledger::refund(self, undo.key, &undo.booking, 0, true);
+    }
+}
+
 impl<C: Clock> Ledger for RateLimiter<C> {
     fn refund(&self, _key: u64, booking: &Booking, due: u64, always: bool) {
         let now = crate::algorithm::now(&self.clock);

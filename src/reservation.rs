@@ -150,6 +150,16 @@ impl<'a> Reservation<'a> {
         }
     }
 
+    /// The booking as an owned token (no borrow of the limiter), for a caller that
+    /// gives it back later through [`Undo`]; `None` when nothing was booked.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn into_undo(mut self) -> Option<Undo> {
+        self.ticket.take().map(|t| Undo {
+            key: t.key,
+            booking: t.booking,
+        })
+    }
+
     /// Gives the booking back whether or not it is due: the request never proceeded
     /// (a multi-limit check rolling back, a middleware whose other policy denied).
     pub(crate) fn roll_back(mut self) {
@@ -166,6 +176,15 @@ impl fmt::Debug for Reservation<'_> {
             .field("decision", &self.decision)
             .finish_non_exhaustive()
     }
+}
+
+/// An admission's booking, owned: the key's hash and what was booked, to be given
+/// back exactly (whether or not it is due) by the limiter that made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
+pub(crate) struct Undo {
+    pub(crate) key: u64,
+    pub(crate) booking: Booking,
 }
 
 /// Why `reserve` booked nothing.

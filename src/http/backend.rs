@@ -161,6 +161,44 @@ impl Future for Acquire {
     }
 }
 
+/// What a backend took for one admission, so that exactly that can be given back with
+/// [`Backend::undo`]; made by the built-in limiters' [`Backend::acquire_undoable`].
+///
+/// # Example
+///
+/// ```
+/// use tollgate::http::{Backend, Undo};
+/// use tollgate::{Algorithm, Quota, RateLimiter};
+///
+/// let l = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(1)).build()?;
+/// let (_, undo): (_, Option<Undo>) = Backend::<()>::acquire_undoable(&l, &(), 1);
+/// assert!(undo.is_some());
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Debug)]
+pub struct Undo(pub(crate) crate::reservation::Undo);
+
+/// An in-process admission of `cost` (at most `most`) through `book`: the decision,
+/// and when admitted the token that gives it back.
+fn booked<'a>(
+    most: u32,
+    cost: u32,
+    book: impl FnOnce(u32) -> (Decision, Option<crate::Reservation<'a>>),
+) -> (Acquire, Option<Undo>) {
+    if cost > most {
+        let e = crate::InsufficientCapacity {
+            requested: cost,
+            capacity: most,
+        };
+        return (Acquire::ready(Err(e.into())), None);
+    }
+    let (d, reservation) = book(cost);
+    let undo = reservation
+        .and_then(crate::Reservation::into_undo)
+        .map(Undo);
+    (Acquire::ready(Ok(d)), undo)
+}
+
 /// A limiter the HTTP layer can ask, keyed by `K`.
 ///
 /// Implemented for [`RateLimiter`] (key `()`), [`KeyedRateLimiter<K>`] and, with the
@@ -208,10 +246,12 @@ pub trait Backend<K: ?Sized>: Send + Sync + 'static {
     /// `remaining() >= n`.
     fn peek(&self, key: &K) -> Acquire;
 
-    /// Gives back `cost` that an earlier `acquire` took; returns whether it could. The
-    /// default cannot (returns `false`): the engine gives capacity back only through
-    /// reservations, so a request admitted by one policy and then denied by another policy
-    /// that changed between the layer's peek and its acquire keeps what it took.
+    /// Gives back `cost` that an earlier `acquire` took, for backends that cannot make
+    /// an [`Undo`] token; returns whether it could. The default cannot (returns
+    /// `false`): a request admitted by such a policy and then denied by another policy
+    /// that changed between the layer's peek and its acquire keeps what it took. The
+    /// built-in in-process limiters give back exactly through
+    /// [`acquire_undoable`](Self::acquire_undoable) instead.
     ///
     /// # Example
     ///
@@ -225,6 +265,51 @@ pub trait Backend<K: ?Sized>: Send + Sync + 'static {
     /// ```
     fn release(&self, key: &K, cost: u32) -> bool {
         let _ = (key, cost);
+        false
+    }
+
+    /// [`acquire`](Self::acquire), and when admitted a token that gives back exactly
+    /// this admission through [`undo`](Self::undo). The layer uses it to keep several
+    /// policies all-or-nothing when a policy denies after others admitted. The default
+    /// returns no token (the layer then falls back to [`release`](Self::release)); the
+    /// built-in in-process limiters return one.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::http::Backend;
+    /// use tollgate::{Algorithm, Quota, RateLimiter};
+    ///
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_hour(1)).build()?;
+    /// let (acquire, undo) = Backend::<()>::acquire_undoable(&l, &(), 1);
+    /// assert!(acquire.now().unwrap()?.is_allowed());
+    /// assert!(!l.check().is_allowed());
+    /// assert!(Backend::<()>::undo(&l, &(), undo.unwrap())); // given back
+    /// assert!(l.check().is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn acquire_undoable(&self, key: &K, cost: u32) -> (Acquire, Option<Undo>) {
+        (self.acquire(key, cost), None)
+    }
+
+    /// Gives back exactly the admission `undo` stands for (see
+    /// [`acquire_undoable`](Self::acquire_undoable)); returns whether it could. The
+    /// default cannot.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::http::Backend;
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let l = KeyedRateLimiter::<u64>::builder(Algorithm::SlidingLog, Quota::per_hour(1)).build()?;
+    /// let (_, undo) = Backend::acquire_undoable(&l, &7, 1);
+    /// assert!(Backend::undo(&l, &7, undo.unwrap()));
+    /// assert!(l.check(&7).is_allowed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    fn undo(&self, key: &K, undo: Undo) -> bool {
+        let _ = (key, undo);
         false
     }
 
@@ -257,6 +342,17 @@ impl<C: Clock> Backend<()> for RateLimiter<C> {
         Acquire::ready(self.check_n(cost).map_err(Into::into))
     }
 
+    fn acquire_undoable(&self, _key: &(), cost: u32) -> (Acquire, Option<Undo>) {
+        booked(crate::multi::sealed::Sealed::most(self), cost, |n| {
+            crate::multi::sealed::Sealed::book(self, n)
+        })
+    }
+
+    fn undo(&self, _key: &(), undo: Undo) -> bool {
+        self.give_back(undo.0);
+        true
+    }
+
     fn peek(&self, _key: &()) -> Acquire {
         Acquire::ready(self.check_n(0).map_err(Into::into))
     }
@@ -273,6 +369,18 @@ where
 
     fn acquire(&self, key: &K, cost: u32) -> Acquire {
         Acquire::ready(self.check_n(key, cost).map_err(Into::into))
+    }
+
+    fn acquire_undoable(&self, key: &K, cost: u32) -> (Acquire, Option<Undo>) {
+        let limit = self.limit(key);
+        booked(crate::multi::sealed::Sealed::most(&limit), cost, |n| {
+            crate::multi::sealed::Sealed::book(&limit, n)
+        })
+    }
+
+    fn undo(&self, _key: &K, undo: Undo) -> bool {
+        self.give_back(undo.0);
+        true
     }
 
     fn peek(&self, key: &K) -> Acquire {
@@ -295,6 +403,14 @@ impl<K: ?Sized, B: Backend<K>> Backend<K> for Arc<B> {
 
     fn release(&self, key: &K, cost: u32) -> bool {
         (**self).release(key, cost)
+    }
+
+    fn acquire_undoable(&self, key: &K, cost: u32) -> (Acquire, Option<Undo>) {
+        (**self).acquire_undoable(key, cost)
+    }
+
+    fn undo(&self, key: &K, undo: Undo) -> bool {
+        (**self).undo(key, undo)
     }
 
     fn is_async(&self) -> bool {

@@ -8,7 +8,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use http::request::Parts;
 use http::StatusCode;
 
-use super::backend::{Acquire, BackendError};
+use super::backend::{Acquire, BackendError, Undo};
 use super::policy::{MissingKey, Policy};
 use crate::Decision;
 
@@ -71,29 +71,44 @@ async fn get(mut acquire: Acquire, at_once: bool) -> Result<Decision, BackendErr
     }
 }
 
-/// Gives back what the policies in `taken` acquired (best effort, see
-/// [`Backend::release`](super::Backend::release)).
-fn release(policies: &[Policy], parts: &Parts, taken: &[(usize, u32)]) {
-    for &(i, cost) in taken {
-        policies[i].engine.release(parts, cost);
+/// What enforced policy `i` took: its cost, and the token that gives exactly that
+/// back when the backend made one.
+type Taken = (usize, u32, Option<Undo>);
+
+/// Gives back what the policies in `taken` acquired: exactly, through the backend's
+/// [`Undo`] token where it made one, else by its best effort
+/// ([`Backend::release`](super::Backend::release)). Newest first.
+fn release(policies: &[Policy], parts: &Parts, taken: &mut Vec<Taken>) {
+    while let Some((i, cost, undo)) = taken.pop() {
+        let engine = &policies[i].engine;
+        match undo {
+            Some(u) => {
+                engine.undo(parts, u);
+            }
+            None => {
+                engine.release(parts, cost);
+            }
+        }
     }
 }
 
 /// Takes in enforced policy `i`'s answer to acquiring `cost`: an admission is recorded
 /// (in `taken` and `reports`) and `None` returned; anything else gives back what the
 /// earlier policies took and is the verdict that ends the request.
+#[allow(clippy::too_many_arguments)]
 fn settle(
     answer: Result<Decision, BackendError>,
     i: usize,
     cost: u32,
+    undo: Option<Undo>,
     policies: &[Policy],
     parts: &Parts,
-    taken: &mut Vec<(usize, u32)>,
+    taken: &mut Vec<Taken>,
     reports: &mut Vec<Report>,
 ) -> Option<Verdict> {
     let end = match answer {
         Ok(d) if d.is_allowed() => {
-            taken.push((i, cost));
+            taken.push((i, cost, undo));
             reports.push(Report {
                 policy: i,
                 decision: Some(d),
@@ -121,7 +136,7 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
     let mut reports = Vec::with_capacity(policies.len());
     // Policies already decided (in the peek phase), and what each acquired.
     let mut settled = vec![false; policies.len()];
-    let mut taken: Vec<(usize, u32)> = Vec::new();
+    let mut taken: Vec<Taken> = Vec::new();
 
     if enforced > 1 {
         // Peek every enforced policy first: one that cannot admit denies the request
@@ -142,13 +157,20 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
                 Ok(d) if d.remaining() >= cost => {}
                 Ok(_) => {
                     // Ask for real: the engine's denial is exact and consumes nothing.
-                    let Some(acq) = p.engine.acquire(parts, cost) else {
+                    let Some((acq, undo)) = p.engine.acquire_undoable(parts, cost) else {
                         continue;
                     };
                     let answer = get(acq, at_once).await;
-                    if let Some(end) =
-                        settle(answer, i, cost, policies, parts, &mut taken, &mut reports)
-                    {
+                    if let Some(end) = settle(
+                        answer,
+                        i,
+                        cost,
+                        undo,
+                        policies,
+                        parts,
+                        &mut taken,
+                        &mut reports,
+                    ) {
                         return end;
                     }
                     // Capacity came back since the peek: keep it.
@@ -163,16 +185,25 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
             continue;
         }
         let cost = p.cost_of(parts);
-        let Some(acq) = p.engine.acquire(parts, cost) else {
+        let Some((acq, undo)) = p.engine.acquire_undoable(parts, cost) else {
             p.count_missing();
             if let MissingKey::Reject(status) = p.missing {
-                release(policies, parts, &taken);
+                release(policies, parts, &mut taken);
                 return Verdict::Reject(i, status);
             }
             continue;
         };
         let answer = get(acq, at_once).await;
-        if let Some(end) = settle(answer, i, cost, policies, parts, &mut taken, &mut reports) {
+        if let Some(end) = settle(
+            answer,
+            i,
+            cost,
+            undo,
+            policies,
+            parts,
+            &mut taken,
+            &mut reports,
+        ) {
             return end;
         }
     }

@@ -51,7 +51,7 @@ mod layer;
 mod policy;
 mod response;
 
-pub use backend::{Acquire, Backend, BackendError};
+pub use backend::{Acquire, Backend, BackendError, Undo};
 pub use body::ResponseBody;
 pub use client_ip::{CidrError, ClientIp, PeerAddr};
 pub use key::{Global, HeaderKey, KeyExtractor, MethodRoute};

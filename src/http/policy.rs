@@ -7,7 +7,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use http::StatusCode;
 
-use super::backend::{Acquire, Backend};
+use super::backend::{Acquire, Backend, Undo};
 use super::key::KeyExtractor;
 use crate::Quota;
 
@@ -44,8 +44,10 @@ type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;
 pub(crate) trait Engine: Send + Sync {
     fn quota(&self) -> Quota;
     fn acquire(&self, parts: &Parts, cost: u32) -> Option<Acquire>;
+    fn acquire_undoable(&self, parts: &Parts, cost: u32) -> Option<(Acquire, Option<Undo>)>;
     fn peek(&self, parts: &Parts) -> Option<Acquire>;
     fn release(&self, parts: &Parts, cost: u32) -> bool;
+    fn undo(&self, parts: &Parts, undo: Undo) -> bool;
     fn is_async(&self) -> bool;
 }
 
@@ -66,6 +68,18 @@ where
     fn acquire(&self, parts: &Parts, cost: u32) -> Option<Acquire> {
         let key = self.key.extract(parts)?;
         Some(self.limiter.acquire(&key, cost))
+    }
+
+    fn acquire_undoable(&self, parts: &Parts, cost: u32) -> Option<(Acquire, Option<Undo>)> {
+        let key = self.key.extract(parts)?;
+        Some(self.limiter.acquire_undoable(&key, cost))
+    }
+
+    fn undo(&self, parts: &Parts, undo: Undo) -> bool {
+        match self.key.extract(parts) {
+            Some(key) => self.limiter.undo(&key, undo),
+            None => false,
+        }
     }
 
     fn peek(&self, parts: &Parts) -> Option<Acquire> {

@@ -182,6 +182,14 @@ impl PackedTable {
         self.params[tier].load()
     }
 
+    /// Counts a decision of `cost` in the stats (unless `stats(false)`).
+    #[inline]
+    pub(crate) fn count(&self, cost: u32, d: &Decision) {
+        if self.counting {
+            self.counts.count(cost, d);
+        }
+    }
+
     /// This table, not counting decisions (`stats(false)`).
     pub(crate) fn without_stats(mut self) -> Self {
         self.counting = false;
@@ -303,9 +311,7 @@ impl PackedTable {
             Placed::Absent(d) => return d,
             Placed::Stored(d) | Placed::Untracked(d) | Placed::Refused(d) => d,
         };
-        if self.counting {
-            self.counts.count(cost, &d);
-        }
+        self.count(cost, &d);
         d
     }
 

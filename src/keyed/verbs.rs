@@ -346,6 +346,15 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     }
 }
 
+impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
+    /// Gives `undo`'s admission back exactly (as far as no later booking depends on
+    /// it), due or not.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) fn give_back(&self, undo: crate::reservation::Undo) {
+        Ledger::refund(self, undo.key, &undo.booking, 0, true);
+    }
+}
+
 impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
     fn refund(&self, key: u64, booking: &Booking, due: u64, always: bool) {
         let now = self.now();
@@ -454,6 +463,13 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
             Placed::Absent((d, _)) | Placed::Untracked((d, _)) => (d, Booking::Nothing),
             Placed::Refused(d) => (d, Booking::Nothing),
         };
+        // Counted as a check is (a roll-back later does not uncount it).
+        if n > 0 {
+            match &l.table {
+                Table::Packed(t) => t.count(n, &d),
+                Table::Log(t) => t.count(n, &d),
+            }
+        }
         let booked = Booked {
             wait: 0,
             decision: d,

@@ -105,3 +105,61 @@ async fn backend_failure_is_503_by_default_or_allowed_when_configured() {
     down.store(false, Ordering::SeqCst);
     assert_eq!(get_with(addr, &[]).await.status, 200);
 }
+
+/// A backend whose peek always has room but whose acquire always denies: the state
+/// another instance changed between the layer's peek and its acquire.
+struct ChangesUnderfoot(Arc<RateLimiter>);
+
+impl Backend<()> for ChangesUnderfoot {
+    fn quota(&self) -> Quota {
+        self.0.quota()
+    }
+    fn acquire(&self, _: &(), _cost: u32) -> Acquire {
+        // A full limiter's honest denial.
+        Acquire::ready(Ok(self.0.check()))
+    }
+    fn peek(&self, _: &()) -> Acquire {
+        // Claims the quota's whole limit is left.
+        let fresh = RateLimiter::builder(Algorithm::FixedWindow, self.0.quota())
+            .build()
+            .unwrap();
+        Acquire::ready(Ok(fresh.check_n(0).unwrap()))
+    }
+}
+
+/// When a later policy denies after an earlier in-process policy admitted, the earlier
+/// one's admission is given back exactly (through its undo token), for every algorithm:
+/// a denied request consumes nothing, even when the denial came late.
+#[tokio::test]
+async fn a_late_denial_gives_back_the_earlier_policies_admissions() {
+    for a in Algorithm::ALL {
+        let first = Arc::new(
+            RateLimiter::builder(a, Quota::per_minute(2))
+                .build()
+                .unwrap(),
+        );
+        let full = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(1))
+            .build()
+            .unwrap();
+        assert!(full.check().is_allowed());
+        let layer = RateLimitLayer::new(Policy::new("first", Arc::clone(&first), Global)).policy(
+            Policy::new("late", ChangesUnderfoot(Arc::new(full)), Global),
+        );
+        let addr = serve(layer).await;
+        for _ in 0..5 {
+            let r = get_with(addr, &[]).await;
+            assert_eq!(r.status, 429, "{a:?}");
+            assert!(
+                r.body.contains(r#""violated-policies":["late"]"#),
+                "{a:?}: {}",
+                r.body
+            );
+        }
+        // Five admissions by `first` were all given back: its whole quota is left.
+        assert_eq!(
+            RateLimiter::peek(&first).remaining(),
+            1,
+            "{a:?}: a late denial kept capacity"
+        );
+    }
+}
