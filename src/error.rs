@@ -83,6 +83,15 @@ pub enum ConfigError {
         /// The shard count asked for.
         requested: usize,
     },
+    /// The quota is valid for the local engine, but a distributed limiter (feature
+    /// `redis`) cannot enforce it as configured: the Lua scripts compute in whole
+    /// microseconds with doubles, and the hybrid mode syncs several times per period.
+    /// Given by their `set_quota`; their builders report the same as
+    /// `redis::Error::Unrepresentable`.
+    Unrepresentable {
+        /// What does not fit, and the bound.
+        reason: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -125,6 +134,10 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidShards { requested } => write!(
                 f,
                 "shard count {requested} is invalid: it must be a power of two, at least 1 and at most the table's slot count"
+            ),
+            ConfigError::Unrepresentable { reason } => write!(
+                f,
+                "quota not representable by the distributed limiter: {reason}"
             ),
         }
     }
