@@ -1,6 +1,7 @@
 //! The only place with `compare_exchange`: one atomic word driven by a step function,
 //! and the locked ring of the sliding log.
 
+use crate::algorithm::booking::{Booking, Reserved};
 use crate::algorithm::sliding_log::{Ring, SlidingLog};
 use crate::algorithm::PackedParams;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
@@ -61,6 +62,36 @@ impl PackedCell {
     pub(crate) fn peek(&self, params: &PackedParams, now: u64, cost: u32) -> Decision {
         params.step(self.state.load(Ordering::Acquire), now, cost).1
     }
+
+    /// One decision, with what it booked when admitted (for a roll-back).
+    pub(crate) fn decide_booked(
+        &self,
+        params: &PackedParams,
+        now: u64,
+        cost: u32,
+    ) -> (Decision, Booking) {
+        self.update(|state| {
+            let (next, d) = params.step(state, now, cost);
+            let booking = next.map_or(Booking::Nothing, |n| params.booking(n, cost));
+            (next, (d, booking))
+        })
+    }
+
+    /// Books `cost` at `now` within `max_wait`, in one compare-and-swap.
+    pub(crate) fn reserve(
+        &self,
+        params: &PackedParams,
+        now: u64,
+        cost: u32,
+        max_wait: u64,
+    ) -> Reserved {
+        self.update(|state| params.reserve(state, now, cost, max_wait))
+    }
+
+    /// Gives `booking` back as far as no later booking depends on it.
+    pub(crate) fn refund(&self, params: &PackedParams, booking: &Booking) {
+        self.update(|state| (params.refund(state, booking), ()));
+    }
 }
 
 /// The sliding log's ring behind a lock: the one algorithm whose state does not fit a
@@ -85,5 +116,43 @@ impl LogCell {
     /// The decision for `cost` (at least 1) at `now`, logging nothing.
     pub(crate) fn peek(&self, params: &SlidingLog, now: u64, cost: u32) -> Decision {
         params.peek(&lock(&self.ring), now, cost)
+    }
+
+    /// One decision, with what it booked when admitted (for a roll-back).
+    pub(crate) fn decide_booked(
+        &self,
+        params: &SlidingLog,
+        now: u64,
+        cost: u32,
+    ) -> (Decision, Booking) {
+        let mut ring = lock(&self.ring);
+        let d = params.step(&mut ring, now, cost);
+        let booking = if d.is_allowed() && cost > 0 {
+            Booking::Log {
+                at: ring.newest(),
+                cost,
+            }
+        } else {
+            Booking::Nothing
+        };
+        (d, booking)
+    }
+
+    /// Books `cost` entries at `now` within `max_wait`.
+    pub(crate) fn reserve(
+        &self,
+        params: &SlidingLog,
+        now: u64,
+        cost: u32,
+        max_wait: u64,
+    ) -> Reserved {
+        params.reserve(&mut lock(&self.ring), now, cost, max_wait)
+    }
+
+    /// Gives `booking` back while no later booking depends on it.
+    pub(crate) fn refund(&self, params: &SlidingLog, booking: &Booking, now: u64) {
+        if let Booking::Log { at, cost } = *booking {
+            params.refund(&mut lock(&self.ring), at, cost, now);
+        }
     }
 }

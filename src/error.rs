@@ -83,6 +83,36 @@ pub enum ConfigError {
         /// The shard count asked for.
         requested: usize,
     },
+    /// `set_quota` on a window algorithm with another period: every stored state
+    /// counts in windows of the period it was built with, so the period stays.
+    PeriodChange {
+        /// The window algorithm.
+        algorithm: Algorithm,
+        /// The limiter's period.
+        period: Duration,
+        /// The period asked for.
+        requested: Duration,
+    },
+    /// A keyed limiter's tiers of a window algorithm or the sliding log differ in
+    /// period (their states count in the period, shared by every tier).
+    TierPeriod {
+        /// The algorithm.
+        algorithm: Algorithm,
+        /// The tier whose period differs.
+        tier: usize,
+        /// Its period.
+        period: Duration,
+        /// Tier 0's period, which every tier shares.
+        expected: Duration,
+    },
+    /// `set_quota` on a sliding log with a limit above the one its rings were
+    /// allocated for at build (memory is fixed at build).
+    LogBeyondRing {
+        /// The limit asked for.
+        limit: u32,
+        /// The most each ring holds.
+        ring: u32,
+    },
     /// The quota is valid for the local engine, but a distributed limiter (feature
     /// `redis`) cannot enforce it as configured: the Lua scripts compute in whole
     /// microseconds with doubles, and the hybrid mode syncs several times per period.
@@ -134,6 +164,18 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidShards { requested } => write!(
                 f,
                 "shard count {requested} is invalid: it must be a power of two, at least 1 and at most the table's slot count"
+            ),
+            ConfigError::PeriodChange { algorithm, period, requested } => write!(
+                f,
+                "{algorithm:?} counts in windows of {period:?}, the period it was built with; a new period ({requested:?}) needs a new limiter (the limit can change: any limit this period represents)"
+            ),
+            ConfigError::TierPeriod { algorithm, tier, period, expected } => write!(
+                f,
+                "{algorithm:?} tiers share one period: tier {tier} has {period:?}, tier 0 has {expected:?} (the buckets' tiers may differ in period)"
+            ),
+            ConfigError::LogBeyondRing { limit, ring } => write!(
+                f,
+                "SlidingLog rings were allocated for {ring} timestamps at build: a limit of {limit} needs a limiter built with at least that limit"
             ),
             ConfigError::Unrepresentable { reason } => write!(
                 f,

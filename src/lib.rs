@@ -36,20 +36,25 @@ mod decision;
 mod error;
 mod keyed;
 mod limiter;
+mod multi;
 mod quota;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
+mod reservation;
 mod sync;
+mod wait;
 
 pub use algorithm::Algorithm;
 pub use clock::SystemClock;
 pub use clock::{Clock, ManualClock, QuantaClock};
 pub use decision::Decision;
 pub use error::{ConfigError, InsufficientCapacity};
-pub use keyed::{KeyedRateLimiter, KeyedRateLimiterBuilder, OnFull, Stats};
+pub use keyed::{KeyLimit, KeyedRateLimiter, KeyedRateLimiterBuilder, OnFull, Stats, Tier};
 pub use limiter::{RateLimiter, RateLimiterBuilder};
+pub use multi::{check_all, Limit, MultiDecision};
 pub use quota::Quota;
+pub use reservation::{Reservation, ReserveError};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod http;

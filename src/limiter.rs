@@ -1,10 +1,14 @@
 //! `RateLimiter`: one key, any algorithm, any clock.
 
+use crate::algorithm::booking::Booking;
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::{PackedParams, Params};
 use crate::cell::{LogCell, PackedCell};
+use crate::reservation::{max_wait_ns, too_long, Ledger, Reservation, ReserveError};
+use crate::sync::{lock, Mutex, Swap};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use std::fmt;
+use std::time::Duration;
 
 /// A rate limiter for one key (one client, one route, one whole service).
 ///
@@ -26,12 +30,17 @@ pub struct RateLimiter<C: Clock = QuantaClock> {
     engine: Engine,
     clock: C,
     algorithm: Algorithm,
-    quota: Quota,
+    quota: Swap<Quota>,
+    /// Serializes `set_quota` calls (deciders never take it).
+    setting: Mutex<()>,
 }
 
+/// The cell, and its parameters behind a [`Swap`] so that `set_quota` can replace
+/// them while deciders run (each decision loads them once).
 enum Engine {
-    Packed(PackedParams, PackedCell),
-    Log(SlidingLog, LogCell),
+    Packed(Swap<PackedParams>, PackedCell),
+    /// The log also keeps the length of the ring allocated at build.
+    Log(Swap<SlidingLog>, LogCell, u32),
 }
 
 impl RateLimiter {
@@ -127,14 +136,15 @@ impl<C: Clock> RateLimiterBuilder<C> {
     /// ```
     pub fn build(self) -> Result<RateLimiter<C>, ConfigError> {
         let engine = match Params::new(self.algorithm, self.quota)? {
-            Params::Packed(p) => Engine::Packed(p, PackedCell::new()),
-            Params::Log(l) => Engine::Log(l, LogCell::new(&l)),
+            Params::Packed(p) => Engine::Packed(Swap::new(p), PackedCell::new()),
+            Params::Log(l) => Engine::Log(Swap::new(l), LogCell::new(&l), l.limit()),
         };
         Ok(RateLimiter {
             engine,
             clock: self.clock,
             algorithm: self.algorithm,
-            quota: self.quota,
+            quota: Swap::new(self.quota),
+            setting: Mutex::new(()),
         })
     }
 }
@@ -211,8 +221,66 @@ impl<C: Clock> RateLimiter<C> {
     pub fn peek(&self) -> Decision {
         let now = crate::algorithm::now(&self.clock);
         match &self.engine {
-            Engine::Packed(params, cell) => cell.peek(params, now, 1),
-            Engine::Log(params, cell) => cell.peek(params, now, 1),
+            Engine::Packed(params, cell) => cell.peek(&params.load(), now, 1),
+            Engine::Log(params, cell, _) => cell.peek(&params.load(), now, 1),
+        }
+    }
+
+    /// Books `n` now for a request that proceeds after
+    /// [`wait_time`](Reservation::wait_time), if that is at most `max_wait`.
+    ///
+    /// Order of service is the order of booking: for the buckets the booking is GCRA
+    /// virtual scheduling in one compare-and-swap (FIFO, no queue); the fixed window
+    /// books into the current window if the request fits there, else into the next
+    /// (the rest of the current window is then given up, so that no later request
+    /// overtakes it); the sliding window books at the earliest time the weighted count
+    /// admits it; the sliding log logs the request at the time its `n`-th oldest entry
+    /// leaves the window. While a booking is pending, `check` denies what would
+    /// overtake it, with the wait until it could proceed. For the leaky bucket the
+    /// wait includes the shaper's spacing ([`Decision::delay`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ReserveError::InsufficientCapacity`] when `n` exceeds [`burst`](Self::burst);
+    /// [`ReserveError::TooLong`] when the wait would exceed `max_wait`. Either way
+    /// nothing is booked.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let l = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(2))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert_eq!(l.reserve(2, Duration::ZERO)?.wait_time(), Duration::ZERO);
+    /// let r = l.reserve(1, Duration::from_secs(2))?;
+    /// assert_eq!(r.wait_time(), Duration::from_secs(1)); // booked into the next window
+    /// assert!(!l.check().is_allowed()); // nothing overtakes it
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(l.check().is_allowed()); // the next window's second request
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve(&self, n: u32, max_wait: Duration) -> Result<Reservation<'_>, ReserveError> {
+        let capacity = self.burst();
+        if n > capacity || n == 0 {
+            return Err(InsufficientCapacity {
+                requested: n,
+                capacity,
+            }
+            .into());
+        }
+        let now = crate::algorithm::now(&self.clock);
+        let limit = max_wait_ns(max_wait);
+        let booked = match &self.engine {
+            Engine::Packed(params, cell) => cell.reserve(&params.load(), now, n, limit),
+            Engine::Log(params, cell, _) => cell.reserve(&params.load(), now, n, limit),
+        };
+        match booked {
+            Ok(b) => Ok(Reservation::new(b, now, self, 0)),
+            Err(wait) => Err(too_long(wait, max_wait)),
         }
     }
 
@@ -220,9 +288,70 @@ impl<C: Clock> RateLimiter<C> {
     fn decide(&self, n: u32) -> Decision {
         let now = crate::algorithm::now(&self.clock);
         match &self.engine {
-            Engine::Packed(params, cell) => cell.decide(params, now, n),
-            Engine::Log(params, cell) => cell.decide(params, now, n),
+            Engine::Packed(params, cell) => cell.decide(&params.load(), now, n),
+            Engine::Log(params, cell, _) => cell.decide(&params.load(), now, n),
         }
+    }
+
+    /// Replaces the quota at run time, keeping the state: deciders are never blocked
+    /// (each decision reads the parameters once, old or new, never a mix).
+    ///
+    /// What carries over, and the bound across the change at time `c`:
+    ///
+    /// * **Buckets**: the state is a time (when the bucket is full again), so it keeps
+    ///   its meaning: each bucket is full again when it would have been, and what it
+    ///   holds until then is counted in the new quota's units. Over any span `[a, b]` containing `c`, at most
+    ///   `burst_old + (c − a)/T_old` are admitted before `c` and
+    ///   `burst_new + (b − c)/T_new` from `c` on. A lowered quota never admits more than
+    ///   the new one allows from the change on; a raised one at most its new burst at
+    ///   once.
+    /// * **Windows** (the period must stay: [`ConfigError::PeriodChange`]): counts carry
+    ///   over and the new limit applies at once, so the window containing `c` admits at
+    ///   most `max(limit_old, limit_new)` in all (a lowered limit admits nothing more in
+    ///   a window already past it). Any limit the period can represent fits: the packed
+    ///   layout depends on the period alone.
+    /// * **Sliding log**: logged times carry over; after `c` every interval of the new
+    ///   period ending at an admission holds at most the new limit. The rings keep the
+    ///   size they were built with: a larger limit is
+    ///   [`ConfigError::LogBeyondRing`].
+    ///
+    /// # Errors
+    ///
+    /// Any [`ConfigError`] `build` would return for this quota, and the two above;
+    /// nothing changes then.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Quota, RateLimiter};
+    ///
+    /// let l = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(10)).build()?;
+    /// for _ in 0..5 {
+    ///     assert!(l.check().is_allowed());
+    /// }
+    /// l.set_quota(Quota::per_minute(6))?; // the 5 already admitted still count
+    /// assert!(l.check().is_allowed());
+    /// assert!(!l.check().is_allowed());
+    /// assert!(l.set_quota(Quota::per_hour(6)).is_err()); // windows keep their period
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
+        let next = Params::new(self.algorithm, quota)?;
+        let _one_at_a_time = lock(&self.setting);
+        match (&self.engine, next) {
+            (Engine::Packed(params, _), Params::Packed(p)) => {
+                Params::Packed(params.load()).can_become(&next, 0)?;
+                params.store(p);
+            }
+            (Engine::Log(params, _, ring), Params::Log(l)) => {
+                Params::Log(params.load()).can_become(&next, *ring)?;
+                params.store(l);
+            }
+            // Params::new for this limiter's own algorithm builds the same kind.
+            _ => return Ok(()),
+        }
+        self.quota.store(quota);
+        Ok(())
     }
 
     /// The most that can ever be admitted at once: the burst for the buckets, the
@@ -239,8 +368,8 @@ impl<C: Clock> RateLimiter<C> {
     #[must_use]
     pub fn burst(&self) -> u32 {
         match &self.engine {
-            Engine::Packed(p, _) => p.capacity(),
-            Engine::Log(l, _) => l.limit(),
+            Engine::Packed(p, _) => p.load().capacity(),
+            Engine::Log(l, _, _) => l.load().limit(),
         }
     }
 
@@ -292,7 +421,7 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[must_use]
     pub fn quota(&self) -> Quota {
-        self.quota
+        self.quota.load()
     }
 
     /// The clock this limiter reads.
@@ -326,9 +455,54 @@ impl<C: Clock> RateLimiter<C> {
     pub fn memory_bytes(&self) -> usize {
         let ring = match &self.engine {
             Engine::Packed(..) => 0,
-            Engine::Log(l, _) => l.ring_bytes(),
+            Engine::Log(_, _, ring) => *ring as usize * std::mem::size_of::<u64>(),
         };
         std::mem::size_of::<Self>() + ring
+    }
+}
+
+impl<C: Clock> Ledger for RateLimiter<C> {
+    fn refund(&self, _key: u64, booking: &Booking, due: u64, always: bool) {
+        let now = crate::algorithm::now(&self.clock);
+        if !always && now > due {
+            return;
+        }
+        match &self.engine {
+            Engine::Packed(params, cell) => cell.refund(&params.load(), booking),
+            Engine::Log(params, cell, _) => cell.refund(&params.load(), booking, now),
+        }
+    }
+}
+
+impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
+    fn most(&self) -> u32 {
+        self.burst()
+    }
+
+    fn book(&self, n: u32) -> (Decision, Option<Reservation<'_>>) {
+        let now = crate::algorithm::now(&self.clock);
+        let (d, booking) = match &self.engine {
+            Engine::Packed(params, cell) => cell.decide_booked(&params.load(), now, n),
+            Engine::Log(params, cell, _) => cell.decide_booked(&params.load(), now, n),
+        };
+        let booked = crate::algorithm::booking::Booked {
+            wait: 0,
+            decision: d,
+            booking,
+        };
+        (
+            d,
+            d.is_allowed()
+                .then(|| Reservation::new(booked, now, self, 0)),
+        )
+    }
+
+    fn peek_n(&self, n: u32) -> Decision {
+        let now = crate::algorithm::now(&self.clock);
+        match &self.engine {
+            Engine::Packed(params, cell) => cell.peek(&params.load(), now, n),
+            Engine::Log(params, cell, _) => cell.peek(&params.load(), now, n),
+        }
     }
 }
 
@@ -336,7 +510,7 @@ impl<C: Clock> fmt::Debug for RateLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimiter")
             .field("algorithm", &self.algorithm)
-            .field("quota", &self.quota)
+            .field("quota", &self.quota.load())
             .finish_non_exhaustive()
     }
 }

@@ -90,3 +90,53 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         Err(poisoned) => poisoned.into_inner(),
     }
 }
+
+/// A small `Copy` value read on every decision and replaced rarely (a limiter's
+/// parameters, by `set_quota`): readers never block one another, and a reader racing
+/// a replacement sees the old value or the new one, never a mix.
+///
+/// crossbeam's `AtomicCell` (a seqlock for values wider than a word: a read is two
+/// loads around the copy, retried only if a replacement ran meanwhile).
+#[cfg(not(tollgate_loom))]
+pub(crate) struct Swap<T: Copy>(crossbeam_utils::atomic::AtomicCell<T>);
+
+#[cfg(not(tollgate_loom))]
+impl<T: Copy> Swap<T> {
+    pub(crate) fn new(v: T) -> Self {
+        Swap(crossbeam_utils::atomic::AtomicCell::new(v))
+    }
+
+    #[inline]
+    pub(crate) fn load(&self) -> T {
+        self.0.load()
+    }
+
+    pub(crate) fn store(&self, v: T) {
+        self.0.store(v);
+    }
+}
+
+/// For loom models: the same contract behind a modelled mutex.
+#[cfg(tollgate_loom)]
+pub(crate) struct Swap<T: Copy>(Mutex<T>);
+
+#[cfg(tollgate_loom)]
+impl<T: Copy> Swap<T> {
+    pub(crate) fn new(v: T) -> Self {
+        Swap(Mutex::new(v))
+    }
+
+    pub(crate) fn load(&self) -> T {
+        *lock(&self.0)
+    }
+
+    pub(crate) fn store(&self, v: T) {
+        *lock(&self.0) = v;
+    }
+}
+
+impl<T: Copy + std::fmt::Debug> std::fmt::Debug for Swap<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.load().fmt(f)
+    }
+}

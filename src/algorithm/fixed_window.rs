@@ -1,13 +1,16 @@
 //! Fixed window: at most `limit` per window `[k·P, (k+1)·P)`, windows aligned to the
 //! clock's zero.
 
-use super::{count_bits, min_window_period, HORIZON_NS};
+use super::booking::{Booked, Booking, Reserved};
+use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
 use crate::{Algorithm, ConfigError, Decision, Quota};
 use std::time::Duration;
 
 /// Validated fixed-window parameters.
 ///
-/// State layout, with `c = count_bits(limit)` (the bits that hold `0..=limit`):
+/// State layout, with `c = min(32, 64 − index_bits(P))`: the count takes every bit the
+/// window index leaves over the horizon (at least `count_bits(limit)`, checked at
+/// build), so the layout depends on the period alone:
 ///
 /// ```text
 ///  63                     c  c-1        0
@@ -40,6 +43,11 @@ impl FixedWindow {
                 min_period: Duration::from_nanos(min),
             });
         }
+        // The count field takes every bit the index leaves (the layout depends on the
+        // period alone), so any limit this period can represent can later be set by
+        // `set_quota` without re-packing a single state.
+        let shift = (64 - index_bits(period)).min(32);
+        debug_assert!(shift >= count_bits(limit));
         debug_assert!(HORIZON_NS / period < 1u64 << (64 - shift));
         Ok(FixedWindow {
             period,
@@ -52,6 +60,11 @@ impl FixedWindow {
         self.limit
     }
 
+    /// The window length, ns.
+    pub(crate) fn period(&self) -> u64 {
+        self.period
+    }
+
     #[inline]
     fn unpack(&self, state: u64) -> (u64, u32) {
         let mask = (1u64 << self.shift) - 1;
@@ -62,9 +75,19 @@ impl FixedWindow {
     #[inline(always)]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let (stored, stored_count) = self.unpack(state);
-        // A reading older than the state's window is decided in that window (time never
-        // runs backwards).
-        let k = (now / self.period).max(stored);
+        let current = now / self.period;
+        if stored > current && cost > 0 {
+            // The state has moved to a later window (a reservation booked into it, or
+            // a reading newer than this one): this window's count is gone, so nothing
+            // is admitted before the later one starts. No aligned window ever holds
+            // more than the limit, and requests are served after the bookings made
+            // before them.
+            return (
+                None,
+                self.queued(stored, u64::from(stored_count), now, cost),
+            );
+        }
+        let k = current.max(stored);
         let count = if k == stored { stored_count } else { 0 };
         let d = self.decide(k, u64::from(count), now, cost);
         let next =
@@ -91,6 +114,76 @@ impl FixedWindow {
             // cost <= limit, so the request fits in the next window.
             let wait = end - now;
             Decision::deny(self.limit, remaining(count), wait, wait)
+        }
+    }
+
+    /// The denial of `cost` at `now`, before window `k` (which holds `count`) starts:
+    /// retry when it starts, or when it ends if the request does not fit in it.
+    fn queued(&self, k: u64, count: u64, now: u64, cost: u32) -> Decision {
+        let start = k * self.period;
+        let d = self.decide(k, count, start, cost);
+        let wait = (start - now) + d.retry_after().map_or(0, |w| w.as_nanos() as u64);
+        Decision::deny(
+            self.limit,
+            0,
+            (start - now) + d.reset_after().as_nanos() as u64,
+            wait,
+        )
+    }
+
+    /// Books `cost` into the earliest window, from the state's own, where it fits: a
+    /// reservation that does not fit the current window goes into a later one, and
+    /// requests after it queue behind it (the current window's remaining capacity is
+    /// given up: strict order of booking, never more than the limit per window).
+    /// `Err(wait)` when that window starts more than `max_wait` after `now`.
+    pub(crate) fn reserve(
+        &self,
+        state: u64,
+        now: u64,
+        cost: u32,
+        max_wait: u64,
+    ) -> (Option<u64>, Reserved) {
+        let (stored, stored_count) = self.unpack(state);
+        let current = now / self.period;
+        let (k, count) = if stored < current {
+            (current, cost)
+        } else if stored_count + cost <= self.limit {
+            (stored, stored_count + cost)
+        } else {
+            (stored + 1, cost)
+        };
+        let start = k.saturating_mul(self.period);
+        let wait = start.saturating_sub(now);
+        if wait > max_wait || start > HORIZON_NS {
+            return (None, Err(wait));
+        }
+        let at = now + wait;
+        let next = (k << self.shift) | u64::from(count);
+        let decision = self.decide(k, u64::from(count), at, 0);
+        let booking = Booking::Window { index: k, cost };
+        (
+            Some(next),
+            Ok(Booked {
+                wait,
+                decision,
+                booking,
+            }),
+        )
+    }
+
+    /// Gives back a booking of `cost` in window `index` while the state still counts
+    /// that window (later bookings in the same window do not depend on it; a later
+    /// window means the count was superseded, and nothing is given back).
+    pub(crate) fn refund(&self, state: u64, index: u64, cost: u32) -> Option<u64> {
+        let (stored, count) = self.unpack(state);
+        (stored == index && count >= cost).then(|| (index << self.shift) | u64::from(count - cost))
+    }
+
+    /// What an admission of `cost` that left `state` booked.
+    pub(crate) fn booking(&self, state: u64, cost: u32) -> Booking {
+        Booking::Window {
+            index: state >> self.shift,
+            cost,
         }
     }
 

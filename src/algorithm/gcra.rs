@@ -18,6 +18,7 @@
 //! reading would give, and the admission test `TAT + n·T − t ≤ burst·T` is only
 //! stricter. An old reading can never re-earn capacity.
 
+use super::booking::{Booked, Booking, Reserved};
 use super::HORIZON_NS;
 use crate::{ConfigError, Decision, Quota};
 use std::time::Duration;
@@ -78,9 +79,9 @@ impl Gcra {
         self.limit
     }
 
-    /// `now <= HORIZON_NS`, `tat <= HORIZON_NS + tau` (an invariant of the states this
-    /// function produces) and `cost <= burst` (checked by the caller): every sum below
-    /// stays under `2^64`.
+    /// `now <= HORIZON_NS`, `tat <= HORIZON_NS + tau + MAX_WAIT_NS` (an invariant of
+    /// the states this function and [`reserve`](Self::reserve) produce) and
+    /// `cost <= burst` (checked by the caller): every sum below stays under `2^64`.
     #[inline(always)]
     pub(crate) fn step(&self, tat: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let base = tat.max(now);
@@ -104,6 +105,72 @@ impl Gcra {
                 Decision::deny(self.burst, remaining, base - now, new_tat - horizon)
                     .with_limit(self.limit),
             )
+        }
+    }
+
+    /// Virtual scheduling: books `cost` at the earliest time it conforms, in one state
+    /// transition, so the order of service is the order of the compare-and-swaps (FIFO
+    /// with no queue). The request may proceed once `TAT' − τ` is reached (for the
+    /// shaper, once its slot `max(TAT, now)` starts). `Err(wait)` when that is more
+    /// than `max_wait` (`<= MAX_WAIT_NS`) from now: nothing is booked.
+    #[inline]
+    pub(crate) fn reserve(
+        &self,
+        tat: u64,
+        now: u64,
+        cost: u32,
+        max_wait: u64,
+    ) -> (Option<u64>, Reserved) {
+        let base = tat.max(now);
+        let weight = u64::from(cost) * self.t;
+        let new_tat = base + weight;
+        let conforms = (new_tat - now).saturating_sub(self.tau);
+        // For the shaper the slot's start is the later of the two (cost <= burst).
+        let wait = if self.shaper { base - now } else { conforms };
+        if wait > max_wait {
+            return (None, Err(wait));
+        }
+        let at = now + wait;
+        let remaining = ((at + self.tau).saturating_sub(new_tat) / self.t) as u32;
+        let decision =
+            Decision::allow(self.burst, remaining, new_tat - at, 0).with_limit(self.limit);
+        let booking = Booking::Gcra {
+            tat: new_tat,
+            weight,
+        };
+        (
+            Some(new_tat),
+            Ok(Booked {
+                wait,
+                decision,
+                booking,
+            }),
+        )
+    }
+
+    /// Gives back what no later booking depends on (Go x/time/rate's `CancelAt` rule in
+    /// GCRA terms): the booking's `weight`, less the time later bookings added after
+    /// it (`TAT − booked TAT`). Nothing when the state no longer descends from the
+    /// booking (`TAT` below the booked one: the key was forgotten and started over).
+    ///
+    /// The shaper gives a slot back only while no later slot was booked: its releases
+    /// are spaced from one time, so a gap in the middle of the schedule could only be
+    /// used by overtaking the slots after it.
+    #[inline]
+    pub(crate) fn refund(&self, tat: u64, booked_tat: u64, weight: u64) -> Option<u64> {
+        if tat < booked_tat || (self.shaper && tat != booked_tat) {
+            return None;
+        }
+        let restore = weight.saturating_sub(tat - booked_tat);
+        (restore > 0).then(|| tat - restore)
+    }
+
+    /// What an admission of `cost` that left `tat` booked.
+    #[inline]
+    pub(crate) fn booking(&self, tat: u64, cost: u32) -> Booking {
+        Booking::Gcra {
+            tat,
+            weight: u64::from(cost) * self.t,
         }
     }
 

@@ -9,6 +9,7 @@
 //! (about 146 years) so that every sum the algorithms make fits in a `u64` and every
 //! product in a `u128`.
 
+pub(crate) mod booking;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod sliding_log;
@@ -125,6 +126,51 @@ impl PackedParams {
         }
     }
 
+    /// Books `cost` (at most the capacity) at the earliest time it may proceed, if
+    /// that is at most `max_wait` (`<= MAX_WAIT_NS`) after `now`; see each
+    /// algorithm's `reserve` for the order of service.
+    #[inline]
+    pub(crate) fn reserve(
+        &self,
+        state: u64,
+        now: u64,
+        cost: u32,
+        max_wait: u64,
+    ) -> (Option<u64>, booking::Reserved) {
+        match self {
+            PackedParams::Gcra(p) => p.reserve(state, now, cost, max_wait),
+            PackedParams::Fixed(p) => p.reserve(state, now, cost, max_wait),
+            PackedParams::Sliding(p) => p.reserve(state, now, cost, max_wait),
+        }
+    }
+
+    /// What an admission of `cost` that left `state` booked (for a roll-back).
+    #[inline]
+    pub(crate) fn booking(&self, state: u64, cost: u32) -> booking::Booking {
+        match self {
+            PackedParams::Gcra(p) => p.booking(state, cost),
+            PackedParams::Fixed(p) => p.booking(state, cost),
+            PackedParams::Sliding(p) => p.booking(state, cost),
+        }
+    }
+
+    /// The state with `booking` given back, as far as no later booking depends on
+    /// it; `None` when nothing can be given back.
+    #[inline]
+    pub(crate) fn refund(&self, state: u64, booking: &booking::Booking) -> Option<u64> {
+        use booking::Booking;
+        match (self, *booking) {
+            (PackedParams::Gcra(p), Booking::Gcra { tat, weight }) => p.refund(state, tat, weight),
+            (PackedParams::Fixed(p), Booking::Window { index, cost }) => {
+                p.refund(state, index, cost)
+            }
+            (PackedParams::Sliding(p), Booking::Window { index, cost }) => {
+                p.refund(state, index, cost)
+            }
+            _ => None,
+        }
+    }
+
     /// Whether `state` says nothing any more at `now`: it decides exactly as the
     /// fresh state `0` would, now and at every later time.
     #[inline]
@@ -224,18 +270,47 @@ impl Params {
         })
     }
 
-    /// The largest cost ever admitted at once.
-    pub(crate) fn capacity(&self) -> u32 {
-        match self {
-            Params::Packed(p) => p.capacity(),
-            Params::Log(l) => l.limit(),
+    /// Checks that `next` (same algorithm) can replace these parameters at run time
+    /// with every stored state keeping its meaning: the buckets' states are times, so
+    /// anything goes; the windows' states count in windows of their period, so the
+    /// period stays (their layout depends on the period alone, so any limit fits); a
+    /// log keeps at most `ring` timestamps, allocated at build.
+    pub(crate) fn can_become(&self, next: &Params, ring: u32) -> Result<(), ConfigError> {
+        let (algorithm, period, requested) = match (self, next) {
+            (Params::Packed(PackedParams::Fixed(a)), Params::Packed(PackedParams::Fixed(b))) => {
+                (Algorithm::FixedWindow, a.period(), b.period())
+            }
+            (
+                Params::Packed(PackedParams::Sliding(a)),
+                Params::Packed(PackedParams::Sliding(b)),
+            ) => (Algorithm::SlidingWindow, a.period(), b.period()),
+            (Params::Log(_), Params::Log(b)) if b.limit() > ring => {
+                return Err(ConfigError::LogBeyondRing {
+                    limit: b.limit(),
+                    ring,
+                })
+            }
+            _ => return Ok(()),
+        };
+        if period != requested {
+            return Err(ConfigError::PeriodChange {
+                algorithm,
+                period: Duration::from_nanos(period),
+                requested: Duration::from_nanos(requested),
+            });
         }
+        Ok(())
     }
 }
 
 /// Bits needed to hold every count from 0 to `limit`.
 pub(crate) const fn count_bits(limit: u32) -> u32 {
     32 - limit.leading_zeros()
+}
+
+/// Bits holding every window index from 0 to the horizon, for windows of `period` ns.
+pub(crate) const fn index_bits(period: u64) -> u32 {
+    64 - (HORIZON_NS / period).leading_zeros()
 }
 
 /// The shortest period (ns) whose window index, over the whole horizon, fits in

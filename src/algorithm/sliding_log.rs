@@ -6,7 +6,8 @@
 //! `t`. The ring holds timestamps in admission order, so at most `limit` admissions lie
 //! in any interval `(t − P, t]`.
 
-use super::SLIDING_LOG_MAX_LIMIT;
+use super::booking::{Booked, Booking, Reserved};
+use super::{HORIZON_NS, SLIDING_LOG_MAX_LIMIT};
 use crate::{ConfigError, Decision, Quota};
 
 /// A ring slot that has never held an admission.
@@ -69,6 +70,9 @@ pub(crate) struct Ring<S: Stamps = Box<[u64]>> {
     head: u32,
     /// The newest timestamp ever logged (EMPTY if none): the state's time.
     newest: u64,
+    /// Whether `newest` was booked by a reservation for a time after its reading:
+    /// requests read before it queue behind it instead of being decided at its time.
+    booked: bool,
     ts: S,
 }
 
@@ -77,6 +81,7 @@ pub(crate) struct Ring<S: Stamps = Box<[u64]>> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Cursor {
     head: u32,
+    booked: bool,
     newest: u64,
 }
 
@@ -84,6 +89,7 @@ impl Cursor {
     /// The cursor of an empty ring.
     pub(crate) const EMPTY: Cursor = Cursor {
         head: 0,
+        booked: false,
         newest: EMPTY,
     };
 }
@@ -97,6 +103,7 @@ impl Ring {
         Ring {
             head: 0,
             newest: EMPTY,
+            booked: false,
             ts: vec![EMPTY; params.limit as usize].into_boxed_slice(),
         }
     }
@@ -108,6 +115,7 @@ impl<S: Stamps> Ring<S> {
         Ring {
             head: cursor.head,
             newest: cursor.newest,
+            booked: cursor.booked,
             ts,
         }
     }
@@ -116,14 +124,21 @@ impl<S: Stamps> Ring<S> {
     pub(crate) fn cursor(&self) -> Cursor {
         Cursor {
             head: self.head,
+            booked: self.booked,
             newest: self.newest,
         }
+    }
+
+    /// The newest logged time (what an admission just logged).
+    pub(crate) fn newest(&self) -> u64 {
+        self.newest
     }
 
     /// Forgets every admission (the ring becomes fresh), keeping its allocation.
     pub(crate) fn clear(&mut self) {
         self.head = 0;
         self.newest = EMPTY;
+        self.booked = false;
         for i in 0..self.ts.len() {
             self.ts.set(i, EMPTY);
         }
@@ -148,6 +163,12 @@ impl<S: Stamps> Ring<S> {
     fn entry(&self, i: u32) -> u64 {
         self.ts.get(self.wrap(i))
     }
+
+    /// How many timestamps the ring holds (the limit it was built for).
+    #[inline]
+    fn len(&self) -> u32 {
+        self.ts.len() as u32
+    }
 }
 
 impl SlidingLog {
@@ -166,9 +187,17 @@ impl SlidingLog {
         self.limit
     }
 
-    /// Bytes of ring per key.
-    pub(crate) fn ring_bytes(&self) -> usize {
-        self.limit as usize * std::mem::size_of::<u64>()
+    /// The window length, ns.
+    pub(crate) fn period(&self) -> u64 {
+        self.period
+    }
+
+    /// The `i`-th oldest of the newest `limit` entries: a ring built for a larger
+    /// limit (before a `set_quota` lowered it) keeps older entries before them, which
+    /// no longer count.
+    #[inline]
+    fn nth<S: Stamps>(&self, ring: &Ring<S>, i: u32) -> u64 {
+        ring.entry(ring.len() - self.limit + i)
     }
 
     /// What an empty log decides for `cost`, without a ring: exactly what
@@ -191,7 +220,7 @@ impl SlidingLog {
         let (mut lo, mut hi) = (0u32, self.limit);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.expired(ring.entry(mid), now) {
+            if self.expired(self.nth(ring, mid), now) {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -203,13 +232,16 @@ impl SlidingLog {
     /// `now <= HORIZON_NS`, `cost <= limit`.
     pub(crate) fn step<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) -> Decision {
         let reading = now;
+        if cost > 0 && ring.booked && ring.newest > reading {
+            return self.queued(ring, reading, cost);
+        }
         let now = self.effective(ring, reading);
         if cost == 0 {
             let active = self.active(ring, now);
             let reset = self.reset(ring, now, reading);
             return Decision::allow(self.limit, self.limit - active, reset, 0);
         }
-        let nth_oldest = ring.entry(cost - 1);
+        let nth_oldest = self.nth(ring, cost - 1);
         if !self.expired(nth_oldest, now) {
             return self.denial(ring, now, reading, nth_oldest);
         }
@@ -220,6 +252,7 @@ impl SlidingLog {
         // cost <= limit = len, so the new head is one wrap away.
         ring.head = ring.wrap(cost) as u32;
         ring.newest = now;
+        ring.booked = false;
         let active = self.active(ring, now);
         Decision::allow(
             self.limit,
@@ -229,14 +262,114 @@ impl SlidingLog {
         )
     }
 
+    /// The denial of `cost` read at `reading`, before a booking at `ring.newest`:
+    /// nothing is admitted ahead of it (order of booking), so retry once it is due and
+    /// the request fits then.
+    fn queued<S: Stamps>(&self, ring: &Ring<S>, reading: u64, cost: u32) -> Decision {
+        let due = ring.newest;
+        let nth_oldest = self.nth(ring, cost - 1);
+        let fits_at = if self.expired(nth_oldest, due) {
+            due
+        } else {
+            nth_oldest + self.period
+        };
+        Decision::deny(
+            self.limit,
+            0,
+            due + self.period - reading,
+            fits_at - reading,
+        )
+    }
+
+    /// Books `cost` entries at the earliest time they fit if nothing else arrives: the
+    /// reading (or the newest entry, if later), or when the `cost`-th oldest entry
+    /// leaves the window. Entries stay in order, so later requests are served after
+    /// this one. `Err(wait)` when that is more than `max_wait` after the reading.
+    pub(crate) fn reserve<S: Stamps>(
+        &self,
+        ring: &mut Ring<S>,
+        reading: u64,
+        cost: u32,
+        max_wait: u64,
+    ) -> Reserved {
+        let now = self.effective(ring, reading);
+        let nth_oldest = self.nth(ring, cost - 1);
+        let at = if self.expired(nth_oldest, now) {
+            now
+        } else {
+            nth_oldest + self.period
+        };
+        let wait = at - reading;
+        if wait > max_wait || at > HORIZON_NS {
+            return Err(wait);
+        }
+        for i in 0..cost {
+            let idx = ring.wrap(i);
+            ring.ts.set(idx, at);
+        }
+        ring.head = ring.wrap(cost) as u32;
+        ring.newest = at;
+        ring.booked = at > reading;
+        let active = self.active(ring, at);
+        let decision = Decision::allow(self.limit, self.limit - active, self.period, 0);
+        let booking = Booking::Log { at, cost };
+        Ok(Booked {
+            wait,
+            decision,
+            booking,
+        })
+    }
+
+    /// Gives back a booking of `cost` entries at `at` while they are still the newest
+    /// (no later booking depends on them): the ring steps back over them, and the
+    /// slots get a time no earlier than the entries they had overwritten (which had
+    /// left the window by `at`, and were no newer than the entry after them), so the
+    /// log never forgets an admission it held.
+    pub(crate) fn refund<S: Stamps>(
+        &self,
+        ring: &mut Ring<S>,
+        at: u64,
+        cost: u32,
+        now: u64,
+    ) -> bool {
+        // The whole ring, not only the newest `limit` entries `set_quota` may have
+        // narrowed the window to: the booking overwrote its oldest slots.
+        let len = ring.len();
+        if ring.newest != at || (len - cost..len).any(|i| ring.entry(i) != at) {
+            return false;
+        }
+        // cost <= limit <= len: one wrap back.
+        ring.head = ring.wrap(len - cost) as u32;
+        // The overwritten entries had left the window by `at`: at most `at − P`, or
+        // never used (EMPTY) when `at < P`.
+        let restored = match at.checked_sub(self.period) {
+            None => EMPTY,
+            Some(left) if cost == len => left,
+            Some(left) => match ring.entry(cost) {
+                EMPTY => EMPTY,
+                after => after.min(left),
+            },
+        };
+        for i in 0..cost {
+            let idx = ring.wrap(i);
+            ring.ts.set(idx, restored);
+        }
+        ring.newest = ring.entry(len - 1);
+        ring.booked = ring.newest != EMPTY && ring.newest > now;
+        true
+    }
+
     /// What [`step`](Self::step) would decide for `cost` (at least 1) at `now`,
     /// logging nothing: entries are in admission order, so when the `cost`-th oldest
     /// has left the window, all older ones have too, and logging would add exactly
     /// `cost` active entries.
     pub(crate) fn peek<S: Stamps>(&self, ring: &Ring<S>, now: u64, cost: u32) -> Decision {
         let reading = now;
+        if ring.booked && ring.newest > reading {
+            return self.queued(ring, reading, cost);
+        }
         let now = self.effective(ring, reading);
-        let nth_oldest = ring.entry(cost - 1);
+        let nth_oldest = self.nth(ring, cost - 1);
         if !self.expired(nth_oldest, now) {
             return self.denial(ring, now, reading, nth_oldest);
         }

@@ -4,13 +4,15 @@
 //! At time `t = k·P + e` a request of cost `n` is admitted iff
 //! `prev·(P − e) + (curr + n)·P ≤ limit·P`, in exact integer arithmetic (`u128`).
 
-use super::{count_bits, min_window_period};
+use super::booking::{Booked, Booking, Reserved};
+use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
 use crate::{Algorithm, ConfigError, Decision, Quota};
 use std::time::Duration;
 
 /// Validated sliding-window parameters.
 ///
-/// State layout, with `c = count_bits(limit)`:
+/// State layout, with `c = min(32, (64 − index_bits(P)) / 2)` (at least
+/// `count_bits(limit)`, checked at build; the layout depends on the period alone):
 ///
 /// ```text
 ///  63                 2c  2c-1        c  c-1        0
@@ -59,6 +61,10 @@ impl SlidingWindow {
         if period < min {
             return Err(too_fine(min));
         }
+        // Each count takes half of what the index leaves (the layout depends on the
+        // period alone), so `set_quota` can raise the limit without re-packing.
+        let shift = ((64 - index_bits(period)) / 2).min(32);
+        debug_assert!(shift >= count_bits(limit));
         Ok(SlidingWindow {
             period,
             limit,
@@ -68,6 +74,11 @@ impl SlidingWindow {
 
     pub(crate) fn limit(&self) -> u32 {
         self.limit
+    }
+
+    /// The window length, ns.
+    pub(crate) fn period(&self) -> u64 {
+        self.period
     }
 
     /// Counts `prev` (window `k − 1`) and `curr` (window `k`) viewed at the reading
@@ -155,6 +166,16 @@ impl SlidingWindow {
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let v = self.view(state, now);
         let d = self.decide(&v, now, cost);
+        if d.is_allowed() && cost > 0 && v.k * self.period > now {
+            // The state has moved to a later window (a reservation booked into it, or
+            // a reading newer than this one): nothing is admitted before it starts, so
+            // requests are served after the bookings made before them.
+            let wait = v.k * self.period - now;
+            return (
+                None,
+                Decision::deny(self.limit, 0, d.reset_after().as_nanos() as u64, wait),
+            );
+        }
         let next = (d.is_allowed() && cost > 0).then(|| {
             (v.k << (2 * self.shift)) | (v.prev << self.shift) | (v.curr + u64::from(cost))
         });
@@ -189,6 +210,60 @@ impl SlidingWindow {
                 from_now(self.wait(v, self.limit)),
                 from_now(self.wait(v, cost)),
             )
+        }
+    }
+
+    /// Books `cost` at the earliest time it fits if nothing else arrives (the exact
+    /// wait `decide` reports), counting it in that time's window: in the current one
+    /// (later requests then see it, and since the previous window's weight only
+    /// decreases they fit no sooner than it), or in a later one, which then admits
+    /// nothing before it starts. Strict order of booking. `Err(wait)` beyond `max_wait`.
+    pub(crate) fn reserve(
+        &self,
+        state: u64,
+        now: u64,
+        cost: u32,
+        max_wait: u64,
+    ) -> (Option<u64>, Reserved) {
+        let v = self.view(state, now);
+        let from = v.k * self.period + v.e;
+        let at = from + self.wait(&v, cost);
+        let wait = at - now;
+        let k = at / self.period;
+        if wait > max_wait || at > HORIZON_NS {
+            return (None, Err(wait));
+        }
+        let (prev, curr) = match k - v.k {
+            0 => (v.prev, v.curr + u64::from(cost)),
+            1 => (v.curr, u64::from(cost)),
+            _ => (0, u64::from(cost)),
+        };
+        let next = (k << (2 * self.shift)) | (prev << self.shift) | curr;
+        let decision = self.decide(&self.at(k, at, prev, curr), at, 0);
+        let booking = Booking::Window { index: k, cost };
+        (
+            Some(next),
+            Ok(Booked {
+                wait,
+                decision,
+                booking,
+            }),
+        )
+    }
+
+    /// Gives back a booking of `cost` in window `index` while the state's current
+    /// window is still that one (see the fixed window's rule).
+    pub(crate) fn refund(&self, state: u64, index: u64, cost: u32) -> Option<u64> {
+        let stored = state >> (2 * self.shift);
+        let curr = state & ((1u64 << self.shift) - 1);
+        (stored == index && curr >= u64::from(cost)).then(|| state - u64::from(cost))
+    }
+
+    /// What an admission of `cost` that left `state` booked.
+    pub(crate) fn booking(&self, state: u64, cost: u32) -> Booking {
+        Booking::Window {
+            index: state >> (2 * self.shift),
+            cost,
         }
     }
 

@@ -24,9 +24,10 @@ use super::layout::{
     fingerprint, new_shards, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes,
     Totals,
 };
+use super::table::Placed;
 use super::OnFull;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
-use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering, PlainAtomicU64};
+use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering, PlainAtomicU64, Swap};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 
@@ -54,17 +55,25 @@ pub(crate) struct LogTable {
     shards: Box<[CachePadded<Shard>]>,
     claims: ClaimLocks,
     counts: Stripes,
+    /// Whether decisions are counted in `counts` (the builder's `stats(false)` turns
+    /// the per-decision stripe update off).
+    counting: bool,
     geo: Geometry,
-    params: SlidingLog,
+    /// The parameters of each tier (tier 0 is the builder's quota; all share the
+    /// period), fixed in number at build, each replaceable by `set_quota`.
+    params: Box<[Swap<SlidingLog>]>,
+    /// Timestamps per ring, fixed at build (the largest limit built with).
+    ring_len: usize,
     on_full: OnFull,
 }
 
 impl LogTable {
     /// The bytes a table of `geo` and `params` takes, computed before allocating;
     /// `None` when it exceeds the address space.
-    pub(crate) fn bytes_for(geo: &Geometry, params: &SlidingLog) -> Option<usize> {
+    pub(crate) fn bytes_for(geo: &Geometry, ring_len: u32, tiers: usize) -> Option<usize> {
         let n = geo.slots();
-        n.checked_mul(params.ring_bytes())?
+        n.checked_mul(ring_len as usize * std::mem::size_of::<u64>())?
+            .checked_add(tiers * std::mem::size_of::<Swap<SlidingLog>>())?
             .checked_add(n.checked_mul(std::mem::size_of::<Slot>())?)?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
             .checked_add(ClaimLocks::bytes(n))?
@@ -74,7 +83,7 @@ impl LogTable {
     /// Allocates every slot and the timestamp block, once, fallibly.
     pub(crate) fn new(
         geo: Geometry,
-        params: SlidingLog,
+        tiers: Vec<SlidingLog>,
         on_full: OnFull,
     ) -> Result<Self, crate::ConfigError> {
         let n = geo.slots();
@@ -82,7 +91,7 @@ impl LogTable {
             requested: geo.capacity(),
             max: super::layout::MAX_CAPACITY,
         };
-        let limit = params.limit() as usize;
+        let limit = tiers.iter().map(SlidingLog::limit).max().unwrap_or(0) as usize;
         let cells = n
             .checked_mul(limit)
             .filter(|&c| c <= isize::MAX as usize / 8)
@@ -105,8 +114,10 @@ impl LogTable {
             shards: new_shards(geo.shards()),
             claims: ClaimLocks::new(n),
             counts: Stripes::new(),
+            counting: true,
             geo,
-            params,
+            params: tiers.into_iter().map(Swap::new).collect(),
+            ring_len: limit,
             on_full,
         })
     }
@@ -115,6 +126,7 @@ impl LogTable {
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.slots)
             + std::mem::size_of_val(&*self.stamps)
+            + std::mem::size_of_val(&*self.params)
             + std::mem::size_of_val(&*self.shards)
             + ClaimLocks::bytes(self.slots.len())
             + self.counts.memory_bytes()
@@ -122,7 +134,35 @@ impl LogTable {
 
     /// Bytes of one slot's ring.
     pub(crate) fn ring_bytes(&self) -> usize {
-        self.params.ring_bytes()
+        self.ring_len * std::mem::size_of::<u64>()
+    }
+
+    /// The algorithm's parameters.
+    pub(crate) fn params(&self) -> SlidingLog {
+        self.params[0].load()
+    }
+
+    /// Tier `tier`'s parameters (`tier` < the number of tiers, checked by callers).
+    #[inline]
+    pub(crate) fn params_in(&self, tier: usize) -> SlidingLog {
+        self.params[tier].load()
+    }
+
+    /// This table, not counting decisions (`stats(false)`).
+    pub(crate) fn without_stats(mut self) -> Self {
+        self.counting = false;
+        self
+    }
+
+    /// Replaces the parameters (`set_quota`, with a limit of at most the ring
+    /// length); deciders read them once per decision.
+    pub(crate) fn set_params(&self, tier: usize, params: SlidingLog) {
+        self.params[tier].store(params);
+    }
+
+    /// Timestamps per ring, fixed at build.
+    pub(crate) fn ring_len(&self) -> u32 {
+        self.ring_len as u32
     }
 
     /// The counters.
@@ -133,17 +173,23 @@ impl LogTable {
     /// Slot `i`'s ring at `cursor` (call under slot `i`'s lock).
     #[inline]
     fn ring(&self, i: usize, cursor: Cursor) -> Ring<&[PlainAtomicU64]> {
-        let limit = self.params.limit() as usize;
-        Ring::from_parts(cursor, &self.stamps[i * limit..(i + 1) * limit])
+        let len = self.ring_len;
+        Ring::from_parts(cursor, &self.stamps[i * len..(i + 1) * len])
     }
 
-    /// Steps slot `i`'s ring (locked as `e`) and stores the cursor back.
+    /// Runs `f` on slot `i`'s ring (locked as `e`) and stores the cursor back.
     #[inline]
-    fn step(&self, i: usize, e: &mut Entry, now: u64, cost: u32) -> Decision {
+    fn apply<R>(
+        &self,
+        i: usize,
+        e: &mut Entry,
+        now: u64,
+        f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+    ) -> R {
         let mut ring = self.ring(i, e.cursor);
-        let d = self.params.step(&mut ring, now, cost);
+        let r = f(&mut ring, now);
         e.cursor = ring.cursor();
-        d
+        r
     }
 
     /// `(occupied, active)`: slots holding a key, and those whose log is not empty.
@@ -153,7 +199,7 @@ impl LogTable {
             let e = lock(&s.entry);
             if e.fp != 0 {
                 occupied += 1;
-                if !self.params.cursor_is_idle(e.cursor, now) {
+                if !self.params().cursor_is_idle(e.cursor, now) {
                     active += 1;
                 }
             }
@@ -162,31 +208,56 @@ impl LogTable {
     }
 
     /// One decision for the key hashed to `h` at `now`, for `cost <= capacity`.
-    pub(crate) fn decide(&self, h: u64, now: u64, cost: u32) -> Decision {
+    pub(crate) fn decide(&self, h: u64, now: u64, cost: u32, tier: usize) -> Decision {
+        let params = self.params_in(tier);
+        let placed = self.run(
+            h,
+            now,
+            cost > 0,
+            |ring, t| params.step(ring, t, cost),
+            || params.fresh(cost),
+        );
+        let d = match placed {
+            // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
+            Placed::Absent(d) => return d,
+            Placed::Stored(d) | Placed::Untracked(d) | Placed::Refused(d) => d,
+        };
+        if self.counting {
+            self.counts.count(cost, &d);
+        }
+        d
+    }
+
+    /// Runs `f(ring, now)` on the key hashed to `h` under its slot's lock, inserting a
+    /// missing key (with an empty ring, through the claim protocol) only if `insert`;
+    /// `fresh()` is the result for a key left absent or admitted untracked.
+    pub(crate) fn run<R>(
+        &self,
+        h: u64,
+        now: u64,
+        insert: bool,
+        mut f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+        fresh: impl FnOnce() -> R,
+    ) -> Placed<R> {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
         if let Some((i, mut e)) = self.find(fp, &loc) {
-            let d = self.step(i, &mut e, now, cost);
-            drop(e);
-            self.counts.count(cost, &d);
-            return d;
+            return Placed::Stored(self.apply(i, &mut e, now, &mut f));
         }
-        if cost == 0 {
-            // A peek at an absent key: it decides as fresh.
-            return self.params.fresh(0);
+        if !insert {
+            return Placed::Absent(fresh());
         }
-        let d = self.claim(fp, &loc, now, cost);
-        self.counts.count(cost, &d);
-        d
+        self.claim(fp, &loc, now, &mut f, fresh)
     }
 
     /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
     /// logging and inserting nothing.
-    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32) -> Decision {
+    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, tier: usize) -> Decision {
         let fp = fingerprint(h);
+        let params = self.params_in(tier);
         match self.find(fp, &self.geo.locate(h)) {
-            Some((i, e)) => self.params.peek(&self.ring(i, e.cursor), now, cost),
-            None => self.params.fresh(cost),
+            Some((i, e)) => params.peek(&self.ring(i, e.cursor), now, cost),
+            None => params.fresh(cost),
         }
     }
 
@@ -207,7 +278,14 @@ impl LogTable {
     }
 
     /// Finds or installs the key under its claim lock.
-    fn claim(&self, fp: u64, loc: &Location, now: u64, cost: u32) -> Decision {
+    fn claim<R>(
+        &self,
+        fp: u64,
+        loc: &Location,
+        now: u64,
+        f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+        fresh: impl FnOnce() -> R,
+    ) -> Placed<R> {
         let shard = &self.shards[loc.shard];
         let _guard = lock(self.claims.of(fp));
         // Every replacing claim stamps before it installs: this reading is no older
@@ -219,16 +297,16 @@ impl LogTable {
             for (wi, i) in loc.probe(self.geo.window()) {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == fp {
-                    return self.step(i, &mut e, now, cost);
+                    return Placed::Stored(self.apply(i, &mut e, now, f));
                 }
                 if e.fp == 0 {
                     empty.free(wi, (i, 0));
-                } else if self.params.cursor_is_idle(e.cursor, now) {
+                } else if self.params().cursor_is_idle(e.cursor, now) {
                     idle.free(wi, (i, e.fp));
                 } else {
                     empty.live(wi);
                     idle.live(wi);
-                    idle.rank((i, e.fp), self.params.cursor_idle_at(e.cursor));
+                    idle.rank((i, e.fp), self.params().cursor_idle_at(e.cursor));
                 }
             }
             // Between the scan and the slot's lock, a claim of another key may have
@@ -236,16 +314,16 @@ impl LogTable {
             if let Some((i, _)) = empty.target() {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == 0 {
-                    return self.install(i, &mut e, fp, now, cost);
+                    return Placed::Stored(self.install(i, &mut e, fp, now, f));
                 }
                 continue;
             }
             if let Some((i, seen)) = idle.target() {
                 let mut e = lock(&self.slots[i].entry);
-                if e.fp == seen && self.params.cursor_is_idle(e.cursor, now) {
+                if e.fp == seen && self.params().cursor_is_idle(e.cursor, now) {
                     shard.stamp(now);
                     Shard::bump(&shard.idle_reclaims);
-                    return self.install(i, &mut e, fp, now, cost);
+                    return Placed::Stored(self.install(i, &mut e, fp, now, f));
                 }
                 continue;
             }
@@ -257,27 +335,34 @@ impl LogTable {
                     }
                     shard.stamp(now);
                     Shard::bump(&shard.evictions);
-                    self.install(i, &mut e, fp, now, cost)
+                    Placed::Stored(self.install(i, &mut e, fp, now, f))
                 }
                 (OnFull::Allow, _) => {
                     Shard::bump(&shard.untracked);
-                    self.params.fresh(cost)
+                    Placed::Untracked(fresh())
                 }
                 _ => {
                     Shard::bump(&shard.refused);
-                    idle.refusal(self.params.limit(), now)
+                    Placed::Refused(idle.refusal(self.params().limit(), now))
                 }
             };
         }
     }
 
-    /// Hands slot `i` (locked as `e`) to `fp` with an empty log and logs the request.
-    fn install(&self, i: usize, e: &mut Entry, fp: u64, now: u64, cost: u32) -> Decision {
+    /// Hands slot `i` (locked as `e`) to `fp` with an empty log and runs `f` on it.
+    fn install<R>(
+        &self,
+        i: usize,
+        e: &mut Entry,
+        fp: u64,
+        now: u64,
+        f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+    ) -> R {
         e.fp = fp;
         let mut ring = self.ring(i, e.cursor);
         ring.clear();
         e.cursor = ring.cursor();
         self.slots[i].hint.store(fp, Ordering::Release);
-        self.step(i, e, now, cost)
+        self.apply(i, e, now, f)
     }
 }

@@ -6,8 +6,11 @@
 mod layout;
 mod log_table;
 mod table;
+mod tier;
+mod verbs;
 
 use crate::algorithm::Params;
+use crate::sync::{Mutex, Swap};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use layout::Geometry;
 use log_table::LogTable;
@@ -15,6 +18,8 @@ use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
 use table::PackedTable;
+pub use tier::Tier;
+pub use verbs::KeyLimit;
 
 /// What a [`KeyedRateLimiter`] does with a new key when every slot it may use holds a
 /// key whose state still says something (none is idle).
@@ -108,6 +113,53 @@ pub struct Stats {
     pub slots: u64,
 }
 
+/// Tier parameters split by kind (every tier of one limiter has the same kind).
+enum Split {
+    Packed(Vec<crate::algorithm::PackedParams>),
+    Log(Vec<crate::algorithm::sliding_log::SlidingLog>),
+}
+
+fn split(tiers: Vec<Params>) -> Split {
+    let mut packed = Vec::new();
+    let mut log = Vec::new();
+    for t in tiers {
+        match t {
+            Params::Packed(p) => packed.push(p),
+            Params::Log(l) => log.push(l),
+        }
+    }
+    if log.is_empty() {
+        Split::Packed(packed)
+    } else {
+        Split::Log(log)
+    }
+}
+
+/// Checks that tier `tier`'s parameters can share a table with tier 0's: window and
+/// log states count in their period, so those tiers must share it.
+fn tier_fits(
+    algorithm: Algorithm,
+    first: &Params,
+    p: &Params,
+    tier: usize,
+) -> Result<(), ConfigError> {
+    let period = |p: &Params| match p {
+        Params::Packed(crate::algorithm::PackedParams::Fixed(w)) => Some(w.period()),
+        Params::Packed(crate::algorithm::PackedParams::Sliding(w)) => Some(w.period()),
+        Params::Log(l) => Some(l.period()),
+        Params::Packed(crate::algorithm::PackedParams::Gcra(_)) => None,
+    };
+    match (period(first), period(p)) {
+        (Some(a), Some(b)) if a != b => Err(ConfigError::TierPeriod {
+            algorithm,
+            tier,
+            period: std::time::Duration::from_nanos(b),
+            expected: std::time::Duration::from_nanos(a),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A rate limiter with one limit per key (user id, API key, IP address, route...),
 /// in a fixed-capacity table allocated once at build time.
 ///
@@ -145,9 +197,11 @@ pub struct KeyedRateLimiter<K: Hash + ?Sized, C: Clock = QuantaClock> {
     hasher: ahash::RandomState,
     clock: C,
     algorithm: Algorithm,
-    quota: Quota,
+    /// Each tier's quota (tier 0 first).
+    quotas: Box<[Swap<Quota>]>,
+    /// Serializes `set_quota` calls (deciders never take it).
+    setting: Mutex<()>,
     max_keys: usize,
-    burst: u32,
     slots: usize,
     _key: PhantomData<fn(&K)>,
 }
@@ -181,6 +235,8 @@ impl<K: Hash + ?Sized> KeyedRateLimiter<K> {
             on_full: OnFull::Evict,
             shards: None,
             seed: None,
+            stats: true,
+            tiers: Vec::new(),
             _key: PhantomData,
         }
     }
@@ -211,6 +267,9 @@ pub struct KeyedRateLimiterBuilder<K: ?Sized, C: Clock> {
     on_full: OnFull,
     shards: Option<usize>,
     seed: Option<u64>,
+    stats: bool,
+    /// Quotas of tiers 1.. (tier 0 is `quota`).
+    tiers: Vec<Quota>,
     _key: PhantomData<fn(&K)>,
 }
 
@@ -293,11 +352,14 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn memory_bytes(&self) -> Result<usize, ConfigError> {
-        let params = Params::new(self.algorithm, self.quota)?;
+        let tiers = self.tier_params()?;
         let geo = Geometry::new(self.max_keys, self.shards)?;
-        let table = match &params {
-            Params::Packed(_) => PackedTable::bytes_for(&geo),
-            Params::Log(l) => LogTable::bytes_for(&geo, l),
+        let table = match split(tiers) {
+            Split::Packed(p) => PackedTable::bytes_for(&geo, p.len()),
+            Split::Log(l) => {
+                let ring = l.iter().map(|l| l.limit()).max().unwrap_or(0);
+                LogTable::bytes_for(&geo, ring, l.len())
+            }
         };
         table
             .and_then(|t| t.checked_add(std::mem::size_of::<KeyedRateLimiter<K, C>>()))
@@ -352,6 +414,8 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
             on_full: self.on_full,
             shards: self.shards,
             seed: self.seed,
+            stats: self.stats,
+            tiers: self.tiers,
             _key: PhantomData,
         }
     }
@@ -406,6 +470,77 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
         self
     }
 
+    /// Adds quota tiers: keys of one limiter with different quotas (plans: free,
+    /// pro, a customer's override). The builder's quota is tier 0; these are tiers 1,
+    /// 2, ... in order. A request names its key's tier
+    /// ([`KeyedRateLimiter::tier`]): the caller knows the plan (from its
+    /// authentication), so nothing is stored per key and no resolver runs on the hot
+    /// path. A key's state keeps its meaning in every tier, so a key moving to another
+    /// tier (an upgrade) keeps what it used, as [`set_quota`](KeyedRateLimiter::set_quota)
+    /// does. Memory is still fixed at build (a few bytes per tier; the sliding log's
+    /// rings hold the largest tier's limit).
+    ///
+    /// # Errors (at build)
+    ///
+    /// Every [`ConfigError`] of each tier's quota; [`ConfigError::TierPeriod`] when a
+    /// window algorithm's or the sliding log's tiers differ in period (their states
+    /// count in the period; the buckets' tiers may differ in everything).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let (free, pro) = (0, 1);
+    /// let limiter = KeyedRateLimiter::<str>::builder(Algorithm::TokenBucket, Quota::per_second(10))
+    ///     .tiers([Quota::per_second(1_000)])
+    ///     .build()?;
+    /// assert!(limiter.tier(free).unwrap().check_n("alice", 10)?.is_allowed());
+    /// assert!(!limiter.tier(free).unwrap().check("alice").is_allowed());
+    /// assert!(limiter.tier(pro).unwrap().check_n("bob", 1_000)?.is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn tiers(mut self, quotas: impl IntoIterator<Item = Quota>) -> Self {
+        self.tiers.extend(quotas);
+        self
+    }
+
+    /// Every tier's parameters, tier 0 first, checked.
+    fn tier_params(&self) -> Result<Vec<Params>, ConfigError> {
+        let first = Params::new(self.algorithm, self.quota)?;
+        let mut all = vec![first];
+        for (i, q) in self.tiers.iter().enumerate() {
+            let p = Params::new(self.algorithm, *q)?;
+            tier_fits(self.algorithm, &first, &p, i + 1)?;
+            all.push(p);
+        }
+        Ok(all)
+    }
+
+    /// Whether to count decisions in [`stats`](KeyedRateLimiter::stats)'s `allowed`
+    /// and `rejected` (default: yes). Counting costs one relaxed increment of a
+    /// per-thread-stripe counter per decision; with `stats(false)` the hot path skips
+    /// it and those two counters stay 0 (occupancy and the claim counters, updated only
+    /// on the rare insert paths, are still kept).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(10))
+    ///     .stats(false)
+    ///     .build()?;
+    /// assert!(limiter.check(&1).is_allowed());
+    /// assert_eq!(limiter.stats().allowed, 0);
+    /// assert_eq!(limiter.stats().occupied, 1);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn stats(mut self, on: bool) -> Self {
+        self.stats = on;
+        self
+    }
+
     /// Checks the configuration and builds the limiter; all memory is allocated here.
     ///
     /// # Errors
@@ -428,12 +563,17 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
     /// assert!(matches!(err, ConfigError::InvalidCapacity { requested: 0, .. }));
     /// ```
     pub fn build(self) -> Result<KeyedRateLimiter<K, C>, ConfigError> {
-        let params = Params::new(self.algorithm, self.quota)?;
+        let tiers = self.tier_params()?;
         let geo = Geometry::new(self.max_keys, self.shards)?;
-        let burst = params.capacity();
-        let table = match params {
-            Params::Packed(p) => Table::Packed(PackedTable::new(geo, p, self.on_full)?),
-            Params::Log(l) => Table::Log(LogTable::new(geo, l, self.on_full)?),
+        let table = match split(tiers) {
+            Split::Packed(p) => {
+                let t = PackedTable::new(geo, p, self.on_full)?;
+                Table::Packed(if self.stats { t } else { t.without_stats() })
+            }
+            Split::Log(l) => {
+                let t = LogTable::new(geo, l, self.on_full)?;
+                Table::Log(if self.stats { t } else { t.without_stats() })
+            }
         };
         let hasher = match self.seed {
             Some(s) => ahash::RandomState::with_seeds(
@@ -449,9 +589,12 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
             hasher,
             clock: self.clock,
             algorithm: self.algorithm,
-            quota: self.quota,
+            quotas: std::iter::once(self.quota)
+                .chain(self.tiers)
+                .map(Swap::new)
+                .collect(),
+            setting: Mutex::new(()),
             max_keys: self.max_keys,
-            burst,
             slots: geo.slots(),
             _key: PhantomData,
         })
@@ -499,10 +642,11 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[inline]
     pub fn check_n(&self, key: &K, n: u32) -> Result<Decision, InsufficientCapacity> {
-        if n > self.burst {
+        let burst = self.burst();
+        if n > burst {
             return Err(InsufficientCapacity {
                 requested: n,
-                capacity: self.burst,
+                capacity: burst,
             });
         }
         Ok(self.decide(key, n))
@@ -526,11 +670,16 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[must_use = "a peek changes nothing; it only reports"]
     pub fn peek(&self, key: &K) -> Decision {
+        self.peek_in(key, 1, 0)
+    }
+
+    /// What `n` for `key` under tier `tier` would get now, consuming nothing.
+    pub(crate) fn peek_in(&self, key: &K, n: u32, tier: usize) -> Decision {
         let h = self.hasher.hash_one(key);
         let now = self.now();
         match &self.table {
-            Table::Packed(t) => t.peek(h, now, 1),
-            Table::Log(t) => t.peek(h, now, 1),
+            Table::Packed(t) => t.peek(h, now, n, tier),
+            Table::Log(t) => t.peek(h, now, n, tier),
         }
     }
 
@@ -541,10 +690,16 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
 
     #[inline]
     fn decide(&self, key: &K, n: u32) -> Decision {
+        self.decide_in(key, n, 0)
+    }
+
+    /// One decision for `key` under tier `tier` (< the number of tiers).
+    #[inline]
+    pub(crate) fn decide_in(&self, key: &K, n: u32, tier: usize) -> Decision {
         let h = self.hasher.hash_one(key);
         match &self.table {
-            Table::Packed(t) => t.decide(h, || self.now(), n),
-            Table::Log(t) => t.decide(h, self.now(), n),
+            Table::Packed(t) => t.decide(h, || self.now(), n, tier),
+            Table::Log(t) => t.decide(h, self.now(), n, tier),
         }
     }
 
@@ -601,7 +756,15 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[must_use]
     pub fn burst(&self) -> u32 {
-        self.burst
+        self.burst_in(0)
+    }
+
+    /// Tier `tier`'s burst.
+    pub(crate) fn burst_in(&self, tier: usize) -> u32 {
+        match &self.table {
+            Table::Packed(t) => t.params_in(tier).capacity(),
+            Table::Log(t) => t.params_in(tier).limit(),
+        }
     }
 
     /// The old name of [`burst`](Self::burst).
@@ -619,7 +782,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     #[must_use]
     #[deprecated(since = "0.2.0", note = "use `burst()`")]
     pub fn capacity_per_key(&self) -> u32 {
-        self.burst
+        self.burst()
     }
 
     /// Whether the packed table's 16-byte slot word is lock-free on this machine
@@ -755,7 +918,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[must_use]
     pub fn quota(&self) -> Quota {
-        self.quota
+        self.quotas[0].load()
     }
 
     /// The clock this limiter reads.
@@ -780,7 +943,8 @@ impl<K: Hash + ?Sized, C: Clock> fmt::Debug for KeyedRateLimiter<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedRateLimiter")
             .field("algorithm", &self.algorithm)
-            .field("quota", &self.quota)
+            .field("quota", &self.quota())
+            .field("tiers", &self.quotas.len())
             .field("max_keys", &self.max_keys)
             .field("slots", &self.slots)
             .finish_non_exhaustive()

@@ -53,7 +53,7 @@ use super::layout::{
 };
 use super::OnFull;
 use crate::algorithm::PackedParams;
-use crate::sync::{lock, AtomicU128, Ordering};
+use crate::sync::{lock, AtomicU128, Ordering, Swap};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 
@@ -75,6 +75,21 @@ fn pack(fp: u64, state: u64) -> u128 {
     (u128::from(fp) << 64) | u128::from(state)
 }
 
+/// Where a transition run by a keyed table (`run`) took effect.
+#[derive(Debug)]
+pub(crate) enum Placed<R> {
+    /// On the key's stored state (found, or inserted).
+    Stored(R),
+    /// The key is not in the table and nothing was inserted: the result of the
+    /// transition on a fresh state, not written.
+    Absent(R),
+    /// A new key admitted untracked (`OnFull::Allow`): the transition's result on a
+    /// fresh state, not written.
+    Untracked(R),
+    /// A new key refused (`OnFull::Deny`): the refusal.
+    Refused(Decision),
+}
+
 /// The outcome of a scan of a key's candidate windows.
 enum Scan {
     Found(usize, u128),
@@ -91,18 +106,24 @@ pub(crate) struct PackedTable {
     shards: Box<[CachePadded<Shard>]>,
     claims: ClaimLocks,
     counts: Stripes,
+    /// Whether decisions are counted in `counts` (the builder's `stats(false)` turns
+    /// the per-decision stripe update off).
+    counting: bool,
     geo: Geometry,
-    params: PackedParams,
+    /// The parameters of each tier (tier 0 is the builder's quota), fixed in number
+    /// at build, each replaceable by `set_quota`.
+    params: Box<[Swap<PackedParams>]>,
     on_full: OnFull,
 }
 
 impl PackedTable {
     /// The bytes a table of `geo` takes, computed before allocating; `None` when it
     /// exceeds the address space.
-    pub(crate) fn bytes_for(geo: &Geometry) -> Option<usize> {
+    pub(crate) fn bytes_for(geo: &Geometry, tiers: usize) -> Option<usize> {
         geo.slots()
             .div_ceil(4)
             .checked_mul(std::mem::size_of::<Line>())?
+            .checked_add(tiers * std::mem::size_of::<Swap<PackedParams>>())?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
             .checked_add(ClaimLocks::bytes(geo.slots()))?
             .checked_add(Stripes::BYTES)
@@ -111,7 +132,7 @@ impl PackedTable {
     /// Allocates every slot, once.
     pub(crate) fn new(
         geo: Geometry,
-        params: PackedParams,
+        tiers: Vec<PackedParams>,
         on_full: OnFull,
     ) -> Result<Self, crate::ConfigError> {
         let n = geo.slots().div_ceil(4);
@@ -128,8 +149,9 @@ impl PackedTable {
             shards: new_shards(geo.shards()),
             claims: ClaimLocks::new(geo.slots()),
             counts: Stripes::new(),
+            counting: true,
             geo,
-            params,
+            params: tiers.into_iter().map(Swap::new).collect(),
             on_full,
         })
     }
@@ -137,6 +159,7 @@ impl PackedTable {
     /// Bytes of the slots and shard metadata.
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.lines)
+            + std::mem::size_of_val(&*self.params)
             + std::mem::size_of_val(&*self.shards)
             + ClaimLocks::bytes(self.geo.slots())
             + self.counts.memory_bytes()
@@ -148,6 +171,29 @@ impl PackedTable {
         &self.lines[i / 4].0[i % 4]
     }
 
+    /// The algorithm's parameters.
+    pub(crate) fn params(&self) -> PackedParams {
+        self.params[0].load()
+    }
+
+    /// Tier `tier`'s parameters (`tier` < the number of tiers, checked by callers).
+    #[inline]
+    pub(crate) fn params_in(&self, tier: usize) -> PackedParams {
+        self.params[tier].load()
+    }
+
+    /// This table, not counting decisions (`stats(false)`).
+    pub(crate) fn without_stats(mut self) -> Self {
+        self.counting = false;
+        self
+    }
+
+    /// Replaces tier `tier`'s parameters (`set_quota`); deciders read them once per
+    /// decision.
+    pub(crate) fn set_params(&self, tier: usize, params: PackedParams) {
+        self.params[tier].store(params);
+    }
+
     /// The counters.
     pub(crate) fn totals(&self) -> Totals {
         totals(&self.shards, &self.counts)
@@ -156,11 +202,12 @@ impl PackedTable {
     /// `(occupied, active)`: slots holding a key, and those whose state is not idle.
     pub(crate) fn occupancy(&self, now: u64) -> (u64, u64) {
         let (mut occupied, mut active) = (0, 0);
+        let params = self.params();
         for s in self.lines.iter().flat_map(|l| l.0.iter()) {
             let w = s.load(Ordering::Acquire);
             if fp_of(w) != 0 {
                 occupied += 1;
-                if !self.params.is_idle(state_of(w), now) {
+                if !params.is_idle(state_of(w), now) {
                     active += 1;
                 }
             }
@@ -216,14 +263,21 @@ impl PackedTable {
         Scan::Absent { first_empty: None }
     }
 
-    /// Steps the state of `fp` in slot `i`, starting from `word`. `None` when the slot
-    /// no longer holds `fp` (the request must look the key up again).
-    #[inline]
-    fn update(&self, i: usize, fp: u64, mut word: u128, now: u64, cost: u32) -> Option<Decision> {
+    /// Steps the state of `fp` in slot `i` with `f`, starting from `word`. `None` when
+    /// the slot no longer holds `fp` (the request must look the key up again).
+    #[inline(always)]
+    fn update<R>(
+        &self,
+        i: usize,
+        fp: u64,
+        mut word: u128,
+        now: u64,
+        f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
+    ) -> Option<R> {
         loop {
-            let (next, d) = self.params.step(state_of(word), now, cost);
+            let (next, r) = f(state_of(word), now);
             let Some(next) = next else {
-                return Some(d);
+                return Some(r);
             };
             match self.slot(i).compare_exchange(
                 word,
@@ -231,7 +285,7 @@ impl PackedTable {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Some(d),
+                Ok(_) => return Some(r),
                 Err(actual) if fp_of(actual) == fp => word = actual,
                 Err(_) => return None,
             }
@@ -240,26 +294,52 @@ impl PackedTable {
 
     /// One decision for the key hashed to `h`, at `now()` (re-read when the request
     /// has to start over), for `cost <= capacity`.
-    pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32) -> Decision {
+    #[inline]
+    pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, tier: usize) -> Decision {
+        let params = self.params_in(tier);
+        let placed = self.run(h, now, cost > 0, |state, t| params.step(state, t, cost));
+        let d = match placed {
+            // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
+            Placed::Absent(d) => return d,
+            Placed::Stored(d) | Placed::Untracked(d) | Placed::Refused(d) => d,
+        };
+        if self.counting {
+            self.counts.count(cost, &d);
+        }
+        d
+    }
+
+    /// Runs the transition `f(state, now) -> (new state or None, result)` on the key
+    /// hashed to `h`, inside the table's protocol (lock-free lookup and update, claims
+    /// of empty slots, locked reclaims, the reclaim-race floor on readings). A missing
+    /// key is inserted only if `insert` and `f` writes a state for it; otherwise `f`
+    /// is run on the fresh state `0` and nothing is written ([`Placed::Absent`]).
+    /// `f` may run several times under contention, so it must be pure.
+    #[inline(always)]
+    pub(crate) fn run<R>(
+        &self,
+        h: u64,
+        now: impl Fn() -> u64,
+        insert: bool,
+        mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
+    ) -> Placed<R> {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
         let mut t = now();
         loop {
             match self.scan(fp, &loc) {
                 Scan::Found(i, w) => {
-                    if let Some(d) = self.update(i, fp, w, t, cost) {
-                        self.counts.count(cost, &d);
-                        return d;
+                    if let Some(r) = self.update(i, fp, w, t, &mut f) {
+                        return Placed::Stored(r);
                     }
                 }
                 Scan::Absent { first_empty } => {
                     // Never decide a missing key at a reading older than a reclaim in
                     // its shard: its old entry may have been reclaimed at that reading.
                     t = self.shards[loc.shard].floor(t);
-                    let (next, d) = self.params.step(0, t, cost);
-                    let Some(next) = next else {
-                        // A peek (cost 0) at an absent key: it decides as fresh.
-                        return d;
+                    let (next, r) = f(0, t);
+                    let Some(next) = next.filter(|_| insert) else {
+                        return Placed::Absent(r);
                     };
                     if let Some(e) = first_empty {
                         if self
@@ -272,12 +352,10 @@ impl PackedTable {
                             )
                             .is_ok()
                         {
-                            self.counts.count(cost, &d);
-                            return d;
+                            return Placed::Stored(r);
                         }
-                    } else if let Some(d) = self.claim_locked(fp, &loc, t, cost) {
-                        self.counts.count(cost, &d);
-                        return d;
+                    } else if let Some(placed) = self.claim_locked(fp, &loc, t, &mut f) {
+                        return placed;
                     }
                 }
             }
@@ -289,16 +367,17 @@ impl PackedTable {
 
     /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
     /// writing and inserting nothing.
-    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32) -> Decision {
+    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, tier: usize) -> Decision {
+        let params = self.params_in(tier);
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
         match self.scan(fp, &loc) {
-            Scan::Found(_, w) => self.params.step(state_of(w), now, cost).1,
+            Scan::Found(_, w) => params.step(state_of(w), now, cost).1,
             // A missing key is decided as fresh, at no older reading than a reclaim
             // (as `decide` would).
             Scan::Absent { .. } => {
                 let now = self.shards[loc.shard].floor(now);
-                self.params.step(0, now, cost).1
+                params.step(0, now, cost).1
             }
         }
     }
@@ -306,33 +385,40 @@ impl PackedTable {
     /// The claim of a full pair of windows, under the key's claim lock: rescan, then
     /// reclaim an idle entry, or apply the `OnFull` policy. `None` when a CAS lost a
     /// race and the whole request should start over.
-    fn claim_locked(&self, fp: u64, loc: &Location, now: u64, cost: u32) -> Option<Decision> {
+    fn claim_locked<R>(
+        &self,
+        fp: u64,
+        loc: &Location,
+        now: u64,
+        f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
+    ) -> Option<Placed<R>> {
         let shard = &self.shards[loc.shard];
         let _guard = lock(self.claims.of(fp));
+        let params = self.params();
         // A reclaim may have happened since the caller's scan.
         let now = shard.floor(now);
         let mut scan = ClaimScan::new();
         for (wi, i) in loc.probe(self.geo.window()) {
             let w = self.slot(i).load(Ordering::Acquire);
-            let f = fp_of(w);
-            if f == fp {
+            let fw = fp_of(w);
+            if fw == fp {
                 // Inserted meanwhile (claims of this key are serialized by this
                 // lock, or were an empty-slot claim that finished before).
-                return self.update(i, fp, w, now, cost);
+                return self.update(i, fp, w, now, f).map(Placed::Stored);
             }
             // One comparison per entry: the state is its own idle stamp.
-            let idle_at = self.params.idle_at(state_of(w));
-            if f == 0 || idle_at <= now {
+            let idle_at = params.idle_at(state_of(w));
+            if fw == 0 || idle_at <= now {
                 scan.free(wi, (i, w));
             } else {
                 scan.live(wi);
                 scan.rank((i, w), idle_at);
             }
         }
-        let (next, fresh) = self.params.step(0, now, cost);
+        let (next, fresh) = f(0, now);
         let Some(next) = next else {
-            // Unreachable: `decide` answers peeks (cost 0) before claiming.
-            return Some(fresh);
+            // The transition writes nothing for a fresh key after all.
+            return Some(Placed::Absent(fresh));
         };
         let install = |(i, old): (usize, u128)| {
             self.slot(i)
@@ -347,7 +433,7 @@ impl PackedTable {
             if fp_of(target.1) != 0 {
                 Shard::bump(&shard.idle_reclaims);
             }
-            return Some(fresh);
+            return Some(Placed::Stored(fresh));
         }
         match self.on_full {
             OnFull::Evict => {
@@ -355,18 +441,18 @@ impl PackedTable {
                 shard.stamp(now);
                 install(victim)?;
                 Shard::bump(&shard.evictions);
-                Some(fresh)
+                Some(Placed::Stored(fresh))
             }
             OnFull::Deny => {
                 Shard::bump(&shard.refused);
-                Some(
-                    scan.refusal(self.params.capacity(), now)
-                        .with_limit(self.params.limit()),
-                )
+                Some(Placed::Refused(
+                    scan.refusal(params.capacity(), now)
+                        .with_limit(params.limit()),
+                ))
             }
             OnFull::Allow => {
                 Shard::bump(&shard.untracked);
-                Some(fresh)
+                Some(Placed::Untracked(fresh))
             }
         }
     }

@@ -1,0 +1,224 @@
+//! Several limits decided together, all or nothing.
+
+use crate::Decision;
+use std::time::Duration;
+
+/// The outcome of checking one request against several limits at once (per user and
+/// global, per second and per day): admitted only if every limit admits it, and then
+/// consumed from every limit; denied if any limit denies, and then consumed from none.
+///
+/// [`decisions`](Self::decisions) holds one [`Decision`] per limit, in the order the
+/// limits were given. When the whole check is denied, a limit that would have admitted
+/// the request still reports `is_allowed() == true` there, but nothing was taken from
+/// it.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{check_all, Algorithm, Limit, ManualClock, Quota, RateLimiter};
+///
+/// let clock = ManualClock::new();
+/// let per_second = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10))
+///     .clock(clock.clone())
+///     .build()?;
+/// let per_minute = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(2))
+///     .clock(clock.clone())
+///     .build()?;
+/// let limits: [&dyn Limit; 2] = [&per_second, &per_minute];
+/// assert!(check_all(&limits, 1)?.is_allowed());
+/// assert!(check_all(&limits, 1)?.is_allowed());
+/// let third = check_all(&limits, 1)?;
+/// assert!(!third.is_allowed());
+/// assert_eq!(third.denied().collect::<Vec<_>>(), [1]); // the per-minute limit
+/// assert_eq!(third.retry_after(), Some(Duration::from_secs(60)));
+/// // The denial took nothing from the per-second bucket: 8 of 10 are left.
+/// assert_eq!(per_second.peek().remaining(), 7);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "a MultiDecision says whether the request may proceed"]
+pub struct MultiDecision {
+    decisions: Vec<Decision>,
+}
+
+impl MultiDecision {
+    /// The outcome made of one decision per limit, in the limits' order.
+    pub(crate) fn new(decisions: Vec<Decision>) -> Self {
+        MultiDecision { decisions }
+    }
+
+    /// Whether every limit admitted the request (and so it was consumed from each).
+    /// An empty set of limits admits everything.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{check_all, Limit};
+    /// assert!(check_all(&[] as &[&dyn Limit], 1)?.is_allowed());
+    /// # Ok::<(), tollgate::InsufficientCapacity>(())
+    /// ```
+    #[must_use]
+    pub fn is_allowed(&self) -> bool {
+        self.decisions.iter().all(Decision::is_allowed)
+    }
+
+    /// One decision per limit, in the order the limits were given.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{check_all, Algorithm, Limit, Quota, RateLimiter};
+    /// let a = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(5)).build()?;
+    /// let d = check_all(&[&a as &dyn Limit], 2)?;
+    /// assert_eq!(d.decisions()[0].remaining(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+
+    /// The positions of the limits that denied the request (empty when admitted).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{check_all, Algorithm, Limit, Quota, RateLimiter};
+    /// let a = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(1)).build()?;
+    /// let b = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(9)).build()?;
+    /// let limits = [&a as &dyn Limit, &b];
+    /// assert_eq!(check_all(&limits, 1)?.denied().count(), 0);
+    /// assert_eq!(check_all(&limits, 1)?.denied().collect::<Vec<_>>(), [0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn denied(&self) -> impl Iterator<Item = usize> + '_ {
+        self.decisions
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !d.is_allowed())
+            .map(|(i, _)| i)
+    }
+
+    /// `None` when admitted; otherwise the longest wait any denying limit asks for:
+    /// no limit that denied would admit the request sooner.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{check_all, Algorithm, Limit, ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let a = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(1)).clock(clock.clone()).build()?;
+    /// let b = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(1)).clock(clock).build()?;
+    /// let limits = [&a as &dyn Limit, &b];
+    /// assert!(check_all(&limits, 1)?.is_allowed());
+    /// assert_eq!(check_all(&limits, 1)?.retry_after(), Some(Duration::from_secs(60)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.decisions
+            .iter()
+            .filter_map(Decision::retry_after)
+            .max()
+    }
+}
+
+pub(crate) mod sealed {
+    use crate::{Decision, Reservation};
+
+    /// What [`Limit`](super::Limit) needs of a limiter; not implementable outside the
+    /// crate, so that the all-or-nothing protocol stays the engine's own.
+    pub trait Sealed: Sync {
+        /// The most admitted at once.
+        fn most(&self) -> u32;
+        /// Decides `n` (at most [`most`](Self::most)) now; when admitted, the booking
+        /// to roll back.
+        fn book(&self, n: u32) -> (Decision, Option<Reservation<'_>>);
+        /// What deciding `n` now would give, consuming nothing.
+        fn peek_n(&self, n: u32) -> Decision;
+    }
+}
+
+/// A limit [`check_all`] can decide together with others: a [`RateLimiter`], or one
+/// key of a [`KeyedRateLimiter`] (see [`KeyedRateLimiter::limit`]).
+///
+/// [`RateLimiter`]: crate::RateLimiter
+/// [`KeyedRateLimiter`]: crate::KeyedRateLimiter
+/// [`KeyedRateLimiter::limit`]: crate::KeyedRateLimiter::limit
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, Limit, Quota, RateLimiter};
+/// let global = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1_000)).build()?;
+/// let limits: Vec<&dyn Limit> = vec![&global];
+/// assert_eq!(limits.len(), 1);
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+pub trait Limit: sealed::Sealed {}
+
+impl<T: sealed::Sealed> Limit for T {}
+
+/// Decides one request of cost `n` against every limit, all or nothing: admitted (and
+/// consumed from each) only if every limit admits it; otherwise nothing is consumed
+/// from any, and the result names every limit that denied and the longest wait.
+///
+/// Lock-free like the limits themselves: each limit is booked in turn with its own
+/// compare-and-swap, and on a denial the bookings already made are rolled back. A
+/// roll-back gives back what no booking made since depends on (for the buckets, a
+/// request booked meanwhile on the same limit keeps its place), so a concurrent check
+/// may see a limit briefly fuller than it ends up: never emptier. Limits that come
+/// after the one that denied are only peeked.
+///
+/// # Errors
+///
+/// [`InsufficientCapacity`](crate::InsufficientCapacity) when `n` exceeds some limit's
+/// capacity (the request could never be admitted); nothing is consumed.
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{check_all, Algorithm, KeyedRateLimiter, Limit, Quota, RateLimiter};
+///
+/// let per_user = KeyedRateLimiter::<str>::builder(Algorithm::TokenBucket, Quota::per_minute(2)).build()?;
+/// let global = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build()?;
+/// let check = |user: &str| check_all(&[&per_user.limit(user) as &dyn Limit, &global], 1);
+/// assert!(check("alice")?.is_allowed());
+/// assert!(check("alice")?.is_allowed());
+/// assert!(!check("alice")?.is_allowed()); // alice's own limit; the global one keeps 1
+/// assert!(check("bob")?.is_allowed());
+/// assert!(!check("carol")?.is_allowed()); // the global limit
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn check_all(
+    limits: &[&dyn Limit],
+    n: u32,
+) -> Result<MultiDecision, crate::InsufficientCapacity> {
+    if let Some(most) = limits.iter().map(|l| l.most()).filter(|&m| n > m).min() {
+        return Err(crate::InsufficientCapacity {
+            requested: n,
+            capacity: most,
+        });
+    }
+    let mut decisions = Vec::with_capacity(limits.len());
+    let mut booked = Vec::with_capacity(limits.len());
+    let mut denied = false;
+    for limit in limits {
+        if denied {
+            decisions.push(limit.peek_n(n));
+            continue;
+        }
+        let (d, reservation) = limit.book(n);
+        denied = !d.is_allowed();
+        decisions.push(d);
+        booked.extend(reservation);
+    }
+    if denied {
+        // Newest first: each roll-back then finds its booking the newest one.
+        for r in booked.into_iter().rev() {
+            r.roll_back();
+        }
+    }
+    Ok(MultiDecision::new(decisions))
+}

@@ -1,0 +1,243 @@
+//! Reservations: capacity booked now for a request that proceeds after a wait.
+
+use crate::algorithm::booking::{Booked, Booking};
+use crate::{Decision, InsufficientCapacity};
+use std::fmt;
+use std::time::Duration;
+
+/// Where a booking was made, so that it can be given back (the limiter, with the
+/// key's hash for a keyed one).
+pub(crate) trait Ledger: Sync {
+    /// Gives `booking` (made for the key hashed to `key`) back as far as no later
+    /// booking depends on it. Unless `always`, only while the booking is not yet due
+    /// at the ledger's clock (`due`, engine ns), as Go's x/time/rate `CancelAt` does.
+    fn refund(&self, key: u64, booking: &Booking, due: u64, always: bool);
+}
+
+/// Capacity booked by `reserve`: the request may proceed after
+/// [`wait_time`](Self::wait_time), and must not proceed before.
+///
+/// For the buckets this is GCRA virtual scheduling: the booking is one
+/// compare-and-swap of the key's state, so reservations are served in the order they
+/// were booked (FIFO with no queue and no memory per waiter), and a later `check` never
+/// overtakes an earlier reservation. The windows and the sliding log book into the
+/// earliest time the request fits; requests after it queue behind it (see
+/// [`reserve`](crate::RateLimiter::reserve)).
+///
+/// Dropping a reservation keeps the booking (the capacity counts as used): call
+/// [`cancel`](Self::cancel) to give it back. The futures of `until_ready` cancel their
+/// reservation when they are dropped before it is due.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+///
+/// let limiter = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10).with_burst(1))
+///     .clock(ManualClock::new())
+///     .build()?;
+/// let first = limiter.reserve(1, Duration::ZERO)?;
+/// assert_eq!(first.wait_time(), Duration::ZERO);
+/// let second = limiter.reserve(1, Duration::from_secs(1))?;
+/// assert_eq!(second.wait_time(), Duration::from_millis(100));
+/// let third = limiter.reserve(1, Duration::from_secs(1))?;
+/// assert_eq!(third.wait_time(), Duration::from_millis(200)); // served in booking order
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "a reservation says how long to wait; drop it only if the request proceeds"]
+pub struct Reservation<'a> {
+    wait: Duration,
+    decision: Decision,
+    ticket: Option<Ticket<'a>>,
+}
+
+struct Ticket<'a> {
+    ledger: &'a dyn Ledger,
+    key: u64,
+    booking: Booking,
+    due: u64,
+}
+
+impl<'a> Reservation<'a> {
+    /// A reservation of `booked`, made at the engine reading `now`, for `key` in
+    /// `ledger`.
+    pub(crate) fn new(booked: Booked, now: u64, ledger: &'a dyn Ledger, key: u64) -> Self {
+        let ticket = (booked.booking != Booking::Nothing).then_some(Ticket {
+            ledger,
+            key,
+            booking: booked.booking,
+            due: now + booked.wait,
+        });
+        Reservation {
+            wait: Duration::from_nanos(booked.wait),
+            decision: booked.decision,
+            ticket,
+        }
+    }
+
+    /// A reservation that booked nothing (an untracked admission) and so has nothing
+    /// to give back.
+    pub(crate) fn untracked(decision: Decision) -> Self {
+        Reservation {
+            wait: Duration::ZERO,
+            decision,
+            ticket: None,
+        }
+    }
+
+    /// How long, from the reservation, to hold the request before it proceeds (zero
+    /// when it may proceed at once).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(3)).build()?;
+    /// assert_eq!(l.reserve(3, Duration::ZERO)?.wait_time(), Duration::ZERO);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn wait_time(&self) -> Duration {
+        self.wait
+    }
+
+    /// The decision as of the time the request proceeds: always allowed; what will
+    /// remain then, and when the quota is whole again from then.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::SlidingLog, Quota::per_hour(3)).build()?;
+    /// let r = l.reserve(1, Duration::ZERO)?;
+    /// assert!(r.decision().is_allowed());
+    /// assert_eq!(r.decision().remaining(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn decision(&self) -> Decision {
+        self.decision
+    }
+
+    /// Gives the booking back, as Go's x/time/rate `Reservation.Cancel` does: nothing
+    /// once the reservation is due (its wait has passed: the capacity counts as used);
+    /// otherwise the booked capacity less what later bookings depend on (for the
+    /// token bucket, the time later reservations were scheduled after this one; for the
+    /// leaky bucket's spaced slots, and for the windows and the log, everything while
+    /// nothing later was booked into a later slot, window or entry, else nothing).
+    /// Never more than was booked.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1).with_burst(1))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// let _now = l.reserve(1, Duration::ZERO)?; // proceeds at once
+    /// let later = l.reserve(1, Duration::from_secs(5))?;
+    /// assert_eq!(later.wait_time(), Duration::from_secs(1));
+    /// later.cancel(); // not due yet: the second is given back
+    /// assert_eq!(l.reserve(1, Duration::from_secs(5))?.wait_time(), Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cancel(mut self) {
+        if let Some(t) = self.ticket.take() {
+            t.ledger.refund(t.key, &t.booking, t.due, false);
+        }
+    }
+
+    /// Gives the booking back whether or not it is due: the request never proceeded
+    /// (a multi-limit check rolling back, a middleware whose other policy denied).
+    pub(crate) fn roll_back(mut self) {
+        if let Some(t) = self.ticket.take() {
+            t.ledger.refund(t.key, &t.booking, t.due, true);
+        }
+    }
+}
+
+impl fmt::Debug for Reservation<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation")
+            .field("wait", &self.wait)
+            .field("decision", &self.decision)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why `reserve` booked nothing.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Algorithm, Quota, RateLimiter, ReserveError};
+///
+/// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_hour(2)).build()?;
+/// assert!(matches!(l.reserve(3, Duration::MAX), Err(ReserveError::InsufficientCapacity(_))));
+/// let _ = l.reserve(2, Duration::ZERO)?;
+/// match l.reserve(1, Duration::from_secs(1)) {
+///     Err(ReserveError::TooLong { wait, .. }) => assert!(wait > Duration::from_secs(1700)),
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReserveError {
+    /// The request would have to wait longer than allowed.
+    TooLong {
+        /// How long it would have had to wait.
+        wait: Duration,
+        /// The longest wait allowed.
+        max_wait: Duration,
+    },
+    /// The cost exceeds what the limiter ever admits at once.
+    InsufficientCapacity(InsufficientCapacity),
+    /// A keyed limiter under [`OnFull::Deny`](crate::OnFull::Deny) had no slot for a
+    /// new key.
+    Refused {
+        /// When a slot may free (a hint).
+        retry_after: Duration,
+    },
+}
+
+impl fmt::Display for ReserveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReserveError::TooLong { wait, max_wait } => write!(
+                f,
+                "the request would wait {wait:?}, longer than the {max_wait:?} allowed"
+            ),
+            ReserveError::InsufficientCapacity(e) => e.fmt(f),
+            ReserveError::Refused { retry_after } => write!(
+                f,
+                "the keyed table is full and refuses new keys (a slot may free in {retry_after:?})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReserveError {}
+
+impl From<InsufficientCapacity> for ReserveError {
+    fn from(e: InsufficientCapacity) -> Self {
+        ReserveError::InsufficientCapacity(e)
+    }
+}
+
+/// `max_wait` in engine ns, capped at the longest wait a booking may make.
+pub(crate) fn max_wait_ns(max_wait: Duration) -> u64 {
+    crate::clock::duration_to_nanos(max_wait).min(crate::algorithm::booking::MAX_WAIT_NS)
+}
+
+/// The error for a booking refused because its wait exceeded `max_wait`.
+pub(crate) fn too_long(wait: u64, max_wait: Duration) -> ReserveError {
+    ReserveError::TooLong {
+        wait: Duration::from_nanos(wait),
+        max_wait,
+    }
+}
