@@ -113,6 +113,15 @@ pub enum ConfigError {
         /// The most each ring holds.
         ring: u32,
     },
+    /// The quota is valid for the local engine, but a distributed limiter (feature
+    /// `redis`) cannot enforce it as configured: the Lua scripts compute in whole
+    /// microseconds with doubles, and the hybrid mode syncs several times per period.
+    /// Given by their `set_quota`; their builders report the same as
+    /// `redis::Error::Unrepresentable`.
+    Unrepresentable {
+        /// What does not fit, and the bound.
+        reason: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -167,6 +176,10 @@ impl fmt::Display for ConfigError {
             ConfigError::LogBeyondRing { limit, ring } => write!(
                 f,
                 "SlidingLog rings were allocated for {ring} timestamps at build: a limit of {limit} needs a limiter built with at least that limit"
+            ),
+            ConfigError::Unrepresentable { reason } => write!(
+                f,
+                "quota not representable by the distributed limiter: {reason}"
             ),
         }
     }

@@ -131,8 +131,13 @@ impl From<redis::RedisError> for Error {
 }
 
 impl From<ConfigError> for Error {
+    /// The quota errors the local engine gives are [`Error::Config`]; the distributed
+    /// limiters' own bound ([`ConfigError::Unrepresentable`]) is [`Error::Unrepresentable`].
     fn from(e: ConfigError) -> Self {
-        Error::Config(e)
+        match e {
+            ConfigError::Unrepresentable { reason } => Error::Unrepresentable(reason),
+            e => Error::Config(e),
+        }
     }
 }
 

@@ -10,5 +10,6 @@ mod failure;
 mod hybrid;
 mod overshoot_faults;
 mod server;
+mod set_quota;
 mod sync_scale;
 mod system_clock;

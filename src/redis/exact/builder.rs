@@ -199,9 +199,11 @@ impl RedisRateLimiterBuilder {
         Ok(RedisRateLimiter {
             inner: Arc::new(Inner {
                 conn,
-                plan,
+                active: AtomicCell::new(Active {
+                    quota: self.quota,
+                    plan,
+                }),
                 algorithm: self.algorithm,
-                quota: self.quota,
                 prefix: self.prefix,
                 timeout: self.timeout,
                 time: self.time,

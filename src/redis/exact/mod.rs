@@ -15,8 +15,10 @@ use plan::*;
 use super::{bounded, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
 use crate::algorithm::{Params, SLIDING_LOG_MAX_LIMIT};
 use crate::{
-    Algorithm, Clock, Decision, InsufficientCapacity, KeyedRateLimiter, QuantaClock, Quota,
+    Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, KeyedRateLimiter, QuantaClock,
+    Quota,
 };
+use crossbeam_utils::atomic::AtomicCell;
 use redis::aio::ConnectionLike;
 use redis::Script;
 use std::fmt;
@@ -84,9 +86,10 @@ pub struct RedisRateLimiter {
 
 struct Inner {
     conn: Connection,
-    plan: Plan,
+    /// The quota in force and its plan, replaced whole by `set_quota`: each decision
+    /// loads one copy (a seqlock read that never waits on I/O) and decides with it.
+    active: AtomicCell<Active>,
     algorithm: Algorithm,
-    quota: Quota,
     prefix: String,
     timeout: Duration,
     time: TimeSource,
@@ -98,6 +101,13 @@ struct Inner {
     /// Nanoseconds after `epoch` before which the fallback answers alone.
     down_until: AtomicU64,
     epoch: Instant,
+}
+
+/// A quota and the scripts' plan for it, swapped together.
+#[derive(Clone, Copy, Debug)]
+struct Active {
+    quota: Quota,
+    plan: Plan,
 }
 
 impl RedisRateLimiter {
@@ -169,7 +179,8 @@ impl RedisRateLimiter {
     /// ```
     pub async fn check_n(&self, key: &str, n: u32) -> Result<Decision, Error> {
         let inner = &*self.inner;
-        let capacity = inner.plan.capacity();
+        let active = inner.active.load();
+        let capacity = active.plan.capacity();
         if n > capacity {
             return Err(Error::InsufficientCapacity(InsufficientCapacity {
                 requested: n,
@@ -178,9 +189,9 @@ impl RedisRateLimiter {
         }
         let has_fallback = !matches!(inner.fallback, FallbackState::Error);
         if has_fallback && inner.elapsed_ns() < inner.down_until.load(Ordering::Relaxed) {
-            return Ok(inner.fall_back(key, n));
+            return Ok(inner.fall_back(&active, key, n));
         }
-        match inner.eval(key, n).await {
+        match inner.eval(&active, key, n).await {
             Ok(d) => {
                 inner.decisions.fetch_add(1, Ordering::Relaxed);
                 Ok(d)
@@ -193,9 +204,73 @@ impl RedisRateLimiter {
                 }
                 let until = inner.elapsed_ns() + RETRY_AFTER_ERROR.as_nanos() as u64;
                 inner.down_until.fetch_max(until, Ordering::Relaxed);
-                Ok(inner.fall_back(key, n))
+                Ok(inner.fall_back(&active, key, n))
             }
         }
+    }
+
+    /// Changes the quota at run time, for every key, for this limiter and its clones.
+    ///
+    /// Each key's state in Redis is kept (same prefix, same keys) and read under the new
+    /// quota from the next decision on; decisions in flight finish under the quota they
+    /// started with, and none waits for this call (the quota is swapped in one atomic
+    /// copy, never held across I/O). Other processes sharing the prefix keep their own
+    /// quota until they call `set_quota` too: during a rolling change, each decides by
+    /// its own, and the bound below holds per quota.
+    ///
+    /// # Over-admission bound
+    ///
+    /// From the change on, a key is never admitted more (over any sequence of requests)
+    /// than by a limiter built fresh with the new quota at the change, starting empty:
+    /// the kept state only ever counts against the key. Before the change, the old
+    /// quota held. So, with `c` the change:
+    ///
+    /// * **Lower limit or burst**: state at or above the new capacity is a clean denial
+    ///   (nothing remaining, never an error, never the fallback) until it drains under
+    ///   the new quota; admissions after `c` are at most the new quota's own (no more
+    ///   than `L_new` per window for the window algorithms and per `(t − P, t]` for the
+    ///   log). It never over-admits.
+    /// * **Higher limit** of a window or the log: the difference is available at once
+    ///   (a window holding `n` admits `L_new − n` more at once).
+    /// * **Buckets** (TokenBucket, LeakyBucket): the state is a time, when the bucket
+    ///   is full again, and it is kept as is: the key is whole again at the same
+    ///   instant under either quota. A lower rate or burst denies while that time is
+    ///   more than the new burst × interval ahead; a higher burst is available at once;
+    ///   a higher rate counts the kept debt in its shorter interval (more requests), so
+    ///   its extra capacity comes as the debt (at most the old burst × interval) drains.
+    /// * **Period of a window** (FixedWindow, SlidingWindow): windows restart at the
+    ///   change (a window index under the old period means nothing under the new): the
+    ///   old window holding the change admitted at most `L_old`, the new one holding it
+    ///   admits at most `L_new`, so at most `L_old + L_new` from the start of the one
+    ///   to the end of the other. State written by a version that did not store its
+    ///   period is read as the current period's.
+    /// * **Period of the log** (SlidingLog): the logged admissions are kept and judged
+    ///   against the new period. Entries older than the old period were already
+    ///   dropped, so a longer period does not see them: at most `L_old + L_new` in
+    ///   `(c − P_old, c + P_new)`, and at most `L_new` in any `(t − P_new, t]` after `c`.
+    ///
+    /// # Errors
+    ///
+    /// The [`ConfigError`] that [`build`](RedisRateLimiterBuilder::build) would give
+    /// for this quota (as [`Error::Config`], or [`ConfigError::Unrepresentable`] for
+    /// its [`Error::Unrepresentable`]); nothing changes then.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use tollgate::{ConfigError, Quota};
+    ///
+    /// # async fn run(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// limiter.set_quota(Quota::per_minute(30))?; // from the next decision on
+    /// assert_eq!(limiter.quota(), Quota::per_minute(30));
+    /// assert_eq!(limiter.set_quota(Quota::per_minute(0)), Err(ConfigError::ZeroLimit));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
+        let plan = Plan::new(self.inner.algorithm, quota)?;
+        self.inner.active.store(Active { quota, plan });
+        Ok(())
     }
 
     /// The counters of this limiter and its clones.
@@ -244,7 +319,7 @@ impl RedisRateLimiter {
     /// ```
     #[must_use]
     pub fn burst(&self) -> u32 {
-        self.inner.plan.capacity()
+        self.inner.active.load().plan.capacity()
     }
 
     /// The old name of [`burst`](Self::burst).
@@ -288,7 +363,7 @@ impl RedisRateLimiter {
     /// ```
     #[must_use]
     pub fn quota(&self) -> Quota {
-        self.inner.quota
+        self.inner.active.load().quota
     }
 }
 
@@ -297,7 +372,7 @@ impl Inner {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    async fn eval(&self, key: &str, n: u32) -> Result<Decision, Error> {
+    async fn eval(&self, active: &Active, key: &str, n: u32) -> Result<Decision, Error> {
         let now_us: i64 = match &self.time {
             TimeSource::Server => -1,
             TimeSource::Caller(f) => {
@@ -312,8 +387,8 @@ impl Inner {
                 us as i64
             }
         };
-        let [a, b, c] = self.plan.args();
-        let mut inv = self.plan.script().prepare_invoke();
+        let [a, b, c] = active.plan.args();
+        let mut inv = active.plan.script().prepare_invoke();
         inv.key(format!("{}:{{{key}}}", self.prefix))
             .arg(now_us)
             .arg(n)
@@ -323,43 +398,18 @@ impl Inner {
             .arg(c);
         let mut conn = self.conn.clone();
         let reply: Vec<i64> = bounded(self.timeout, inv.invoke_async(&mut conn)).await?;
-        self.parse(&reply)
+        parse(active, &reply)
     }
 
-    fn parse(&self, reply: &[i64]) -> Result<Decision, Error> {
-        let bad = || Error::BadReply(format!("{reply:?} is not a decision"));
-        let &[allowed, remaining, reset, retry, delay] = reply else {
-            return Err(bad());
-        };
-        let limit = self.plan.capacity();
-        let remaining = u32::try_from(remaining)
-            .ok()
-            .filter(|r| *r <= limit)
-            .ok_or_else(bad)?;
-        let ns = |us: i64| -> Result<u64, Error> {
-            u64::try_from(us)
-                .ok()
-                .filter(|us| *us <= MAX_TIME_US)
-                .map(|us| us * 1000)
-                .ok_or_else(bad)
-        };
-        let (reset, retry, delay) = (ns(reset)?, ns(retry)?, ns(delay)?);
-        match allowed {
-            1 => Ok(Decision::allow(limit, remaining, reset, delay).with_limit(self.quota.limit())),
-            0 => Ok(Decision::deny(limit, remaining, reset, retry).with_limit(self.quota.limit())),
-            _ => Err(bad()),
-        }
-    }
-
-    fn fall_back(&self, key: &str, n: u32) -> Decision {
+    fn fall_back(&self, active: &Active, key: &str, n: u32) -> Decision {
         self.fallbacks.fetch_add(1, Ordering::Relaxed);
-        let limit = self.plan.capacity();
+        let limit = active.plan.capacity();
         match &self.fallback {
             FallbackState::Allow | FallbackState::Error => {
-                Decision::allow(limit, 0, 0, 0).with_limit(self.quota.limit())
+                Decision::allow(limit, 0, 0, 0).with_limit(active.quota.limit())
             }
             FallbackState::Deny => Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64)
-                .with_limit(self.quota.limit()),
+                .with_limit(active.quota.limit()),
             // A cost past the local quota's capacity never fits locally: deny it.
             FallbackState::Local(local) => local
                 .check_n(key, n)
@@ -368,11 +418,38 @@ impl Inner {
     }
 }
 
+/// A script's reply `{allowed, remaining, reset_us, retry_us, delay_us}` as a decision
+/// under `active`, or [`Error::BadReply`] for anything else.
+fn parse(active: &Active, reply: &[i64]) -> Result<Decision, Error> {
+    let bad = || Error::BadReply(format!("{reply:?} is not a decision"));
+    let &[allowed, remaining, reset, retry, delay] = reply else {
+        return Err(bad());
+    };
+    let limit = active.plan.capacity();
+    let remaining = u32::try_from(remaining)
+        .ok()
+        .filter(|r| *r <= limit)
+        .ok_or_else(bad)?;
+    let ns = |us: i64| -> Result<u64, Error> {
+        u64::try_from(us)
+            .ok()
+            .filter(|us| *us <= MAX_TIME_US)
+            .map(|us| us * 1000)
+            .ok_or_else(bad)
+    };
+    let (reset, retry, delay) = (ns(reset)?, ns(retry)?, ns(delay)?);
+    match allowed {
+        1 => Ok(Decision::allow(limit, remaining, reset, delay).with_limit(active.quota.limit())),
+        0 => Ok(Decision::deny(limit, remaining, reset, retry).with_limit(active.quota.limit())),
+        _ => Err(bad()),
+    }
+}
+
 impl fmt::Debug for RedisRateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisRateLimiter")
             .field("algorithm", &self.inner.algorithm)
-            .field("quota", &self.inner.quota)
+            .field("quota", &self.inner.active.load().quota)
             .field("prefix", &self.inner.prefix)
             .field("timeout", &self.inner.timeout)
             .finish_non_exhaustive()

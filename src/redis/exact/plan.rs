@@ -51,8 +51,12 @@ pub(super) fn scripts() -> &'static [Script; 4] {
     })
 }
 
+fn unrepresentable(reason: String) -> ConfigError {
+    ConfigError::Unrepresentable { reason }
+}
+
 /// The script's parameters, in whole microseconds.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Plan {
     Gcra { t_us: u64, burst: u32, shaper: bool },
     Fixed { p_us: u64, limit: u32 },
@@ -61,12 +65,15 @@ pub(super) enum Plan {
 }
 
 impl Plan {
-    pub(super) fn new(algorithm: Algorithm, quota: Quota) -> Result<Self, Error> {
+    /// The plan for `quota`, or why the scripts cannot run it: the local engine's
+    /// [`ConfigError`], or [`ConfigError::Unrepresentable`] (which the builder reports
+    /// as [`Error::Unrepresentable`]).
+    pub(super) fn new(algorithm: Algorithm, quota: Quota) -> Result<Self, ConfigError> {
         // The local engine's checks first: the same ConfigError for the same quota.
         Params::new(algorithm, quota)?;
         let period_ns = quota.period().as_nanos();
         if period_ns % 1000 != 0 {
-            return Err(Error::Unrepresentable(format!(
+            return Err(unrepresentable(format!(
                 "period {:?} is not a whole number of microseconds",
                 quota.period()
             )));
@@ -75,7 +82,7 @@ impl Plan {
         let p_us = (period_ns / 1000) as u64;
         let limit = quota.limit();
         let too_big = |what: &str, v: u128| {
-            Error::Unrepresentable(format!(
+            unrepresentable(format!(
                 "{what} = {v} exceeds 2^50, the largest span the scripts compute exactly"
             ))
         };
@@ -88,7 +95,7 @@ impl Plan {
                 // rounded up, as the local engine rounds its nanoseconds: never more
                 // than the quota.
                 if p_us < u64::from(limit) {
-                    return Err(Error::Unrepresentable(format!(
+                    return Err(unrepresentable(format!(
                         "{limit} per {:?} is more than one request per microsecond",
                         quota.period()
                     )));

@@ -180,27 +180,8 @@ impl HybridRateLimiterBuilder {
     /// # }
     /// ```
     pub async fn build(self) -> Result<HybridRateLimiter, Error> {
-        // The local engine's checks and arithmetic: the same ConfigError for the same
-        // quota, the same decisions for the same counts.
-        let window = match Params::new(self.algorithm, self.quota)? {
-            Params::Packed(PackedParams::Fixed(f)) => Window::Fixed(f),
-            Params::Packed(PackedParams::Sliding(s)) => Window::Sliding(s),
-            _ => {
-                return Err(Error::Unsupported(format!(
-                    "the hybrid mode runs FixedWindow and SlidingWindow, not {:?}",
-                    self.algorithm
-                )))
-            }
-        };
+        let plan = Plan::new(self.algorithm, self.quota, self.interval)?;
         crate::redis::check_prefix(&self.prefix)?;
-        let period_ns = crate::clock::duration_to_nanos(self.quota.period());
-        if self.interval != Duration::MAX && self.interval >= self.quota.period() {
-            return Err(Error::Unsupported(format!(
-                "sync interval {:?} must be shorter than the period {:?}",
-                self.interval,
-                self.quota.period()
-            )));
-        }
         if self.interval.is_zero() || self.max_keys == 0 {
             return Err(Error::Unsupported(
                 "sync interval and max_keys must be positive".into(),
@@ -213,10 +194,8 @@ impl HybridRateLimiterBuilder {
         let shards = if self.max_keys >= 4096 { 16 } else { 1 };
         let inner = Arc::new(Inner {
             algorithm: self.algorithm,
-            quota: self.quota,
-            limit: self.quota.limit(),
-            period_ns,
-            window,
+            plan: AtomicCell::new(plan),
+            interval: self.interval,
             prefix: self.prefix,
             timeout: self.timeout,
             conn,

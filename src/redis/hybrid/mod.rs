@@ -14,7 +14,8 @@ use super::{
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::{PackedParams, Params};
-use crate::{Algorithm, Clock, Decision, InsufficientCapacity, Quota};
+use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, Quota};
+use crossbeam_utils::atomic::AtomicCell;
 use crossbeam_utils::CachePadded;
 use redis::aio::ConnectionLike;
 use redis::Script;
@@ -92,6 +93,9 @@ struct Entry {
     w: [Win; 2],
     /// Decided since the last sync collected it: its global counts are worth reading.
     touched: bool,
+    /// The period (ns) `k` counts in: after `set_quota` changes it, the entry's
+    /// windows mean nothing and restart at its next decision.
+    period_ns: u64,
 }
 
 impl Entry {
@@ -103,6 +107,16 @@ impl Entry {
 }
 
 impl Entry {
+    /// A key first seen in window `k` of a period of `period_ns`.
+    fn new(k: u64, period_ns: u64) -> Self {
+        Entry {
+            k,
+            w: [Win::default(); 2],
+            touched: false,
+            period_ns,
+        }
+    }
+
     /// Moves the entry to window `k_now` (never backwards); returns the window decided in.
     fn roll(&mut self, k_now: u64) -> u64 {
         if k_now > self.k {
@@ -196,12 +210,12 @@ pub struct HybridRateLimiter {
 
 struct Inner {
     algorithm: Algorithm,
-    quota: Quota,
-    limit: u32,
-    period_ns: u64,
-    /// The local engine's window arithmetic, run on this instance's view of the
-    /// global counts.
-    window: Window,
+    /// The quota in force and its arithmetic, replaced whole by `set_quota`: each
+    /// decision and sync loads one copy (a seqlock read, never across I/O).
+    plan: AtomicCell<Plan>,
+    /// The background sync's interval (`Duration::MAX`: none), which every period
+    /// must exceed.
+    interval: Duration,
     prefix: String,
     timeout: Duration,
     conn: Connection,
@@ -228,6 +242,50 @@ impl Drop for Inner {
         if let Some(task) = lock(&self.task).take() {
             task.abort();
         }
+    }
+}
+
+/// A quota and what the decisions compute from it, swapped together.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    quota: Quota,
+    period_ns: u64,
+    /// The local engine's window arithmetic, run on this instance's view of the
+    /// global counts.
+    window: Window,
+}
+
+impl Plan {
+    /// The plan for `quota`, checked as the builder checks it: the local engine's
+    /// [`ConfigError`] as [`Error::Config`]; [`Error::Unsupported`] for an algorithm
+    /// other than the two windows, or a period not longer than the sync `interval`.
+    fn new(algorithm: Algorithm, quota: Quota, interval: Duration) -> Result<Self, Error> {
+        // The local engine's checks and arithmetic: the same ConfigError for the same
+        // quota, the same decisions for the same counts.
+        let window = match Params::new(algorithm, quota)? {
+            Params::Packed(PackedParams::Fixed(f)) => Window::Fixed(f),
+            Params::Packed(PackedParams::Sliding(s)) => Window::Sliding(s),
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "the hybrid mode runs FixedWindow and SlidingWindow, not {algorithm:?}"
+                )))
+            }
+        };
+        if interval != Duration::MAX && interval >= quota.period() {
+            return Err(Error::Unsupported(format!(
+                "sync interval {interval:?} must be shorter than the period {:?}",
+                quota.period()
+            )));
+        }
+        Ok(Plan {
+            quota,
+            period_ns: crate::clock::duration_to_nanos(quota.period()),
+            window,
+        })
+    }
+
+    fn limit(&self) -> u32 {
+        self.quota.limit()
     }
 }
 
@@ -294,7 +352,7 @@ impl HybridRateLimiter {
     /// # }
     /// ```
     pub fn check_n(&self, key: &str, n: u32) -> Result<Decision, InsufficientCapacity> {
-        let capacity = self.inner.limit;
+        let capacity = self.inner.plan.load().limit();
         if n > capacity {
             return Err(InsufficientCapacity {
                 requested: n,
@@ -322,6 +380,65 @@ impl HybridRateLimiter {
     /// ```
     pub async fn sync(&self) -> Result<usize, Error> {
         self.inner.sync().await
+    }
+
+    /// Changes the quota at run time, for every key, for this limiter and its clones
+    /// (each instance of a service calls it for its own).
+    ///
+    /// Decisions stay local and never wait for this call: the quota is swapped in one
+    /// atomic copy. Each key's counts (this instance's, and the global ones read back
+    /// by the syncs) are kept and judged under the new quota from the next decision;
+    /// the Redis keys stay the same.
+    ///
+    /// # Over-admission bound
+    ///
+    /// On top of the mode's own overshoot bound (see [`HybridRateLimiter`]), which
+    /// holds for each quota:
+    ///
+    /// * **Lower limit**: a key whose window already holds the new limit or more is
+    ///   denied (nothing remaining) until its counts leave the window; admissions after
+    ///   the change are at most what a limiter built fresh with the new quota would
+    ///   admit. It never over-admits.
+    /// * **Higher limit**: the difference is available at once.
+    /// * **Period**: window indices under the old period mean nothing under the new,
+    ///   so each key's windows restart at its first decision after the change: the old
+    ///   window holding the change admitted at most `L_old`, the new one holding it
+    ///   admits at most `L_new` (plus the overshoot bound), so at most `L_old + L_new`
+    ///   from the start of the one to the end of the other. Counts this instance had
+    ///   not yet synced for the old windows are not sent.
+    ///
+    /// # Errors
+    ///
+    /// The [`ConfigError`] that [`build`](HybridRateLimiterBuilder::build) would give
+    /// for this quota; [`ConfigError::Unrepresentable`] for a period not longer than
+    /// the sync interval (the builder's `Error::Unsupported`). Nothing changes then.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::{ConfigError, Quota};
+    ///
+    /// # fn run(limiter: tollgate::redis::HybridRateLimiter) -> Result<(), ConfigError> {
+    /// limiter.set_quota(Quota::per_minute(300))?;
+    /// assert_eq!(limiter.quota(), Quota::per_minute(300));
+    /// // A period within the sync interval cannot be shared in time.
+    /// let too_short = limiter.set_quota(Quota::new(10, Duration::from_millis(1)));
+    /// assert!(matches!(too_short, Err(ConfigError::Unrepresentable { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
+        let inner = &*self.inner;
+        let plan = Plan::new(inner.algorithm, quota, inner.interval).map_err(|e| match e {
+            Error::Config(c) => c,
+            Error::Unsupported(reason) => ConfigError::Unrepresentable { reason },
+            other => ConfigError::Unrepresentable {
+                reason: other.to_string(),
+            },
+        })?;
+        inner.plan.store(plan);
+        Ok(())
     }
 
     /// The counters of this limiter and its clones.
@@ -376,7 +493,7 @@ impl HybridRateLimiter {
     /// ```
     #[must_use]
     pub fn quota(&self) -> Quota {
-        self.inner.quota
+        self.inner.plan.load().quota
     }
 }
 
@@ -384,7 +501,7 @@ impl fmt::Debug for HybridRateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HybridRateLimiter")
             .field("algorithm", &self.inner.algorithm)
-            .field("quota", &self.inner.quota)
+            .field("quota", &self.inner.plan.load().quota)
             .field("prefix", &self.inner.prefix)
             .finish_non_exhaustive()
     }
@@ -412,7 +529,8 @@ impl Inner {
 
     fn decide(&self, key: &str, n: u32) -> Decision {
         let t = self.now_ns();
-        let p = self.period_ns;
+        let plan = self.plan.load();
+        let p = plan.period_ns;
         let k_now = t / p;
         let shard = self.shard(key);
         shard.decisions.fetch_add(1, Ordering::Relaxed);
@@ -422,23 +540,20 @@ impl Inner {
                 drop(table);
                 self.untracked.fetch_add(1, Ordering::Relaxed);
                 let wait = p - t % p;
-                return Decision::deny(self.limit, 0, wait, wait);
+                return Decision::deny(plan.limit(), 0, wait, wait);
             }
-            table.insert(
-                key.into(),
-                Entry {
-                    k: k_now,
-                    w: [Win::default(); 2],
-                    touched: false,
-                },
-            );
+            table.insert(key.into(), Entry::new(k_now, p));
         }
         let Some(entry) = table.get_mut(key) else {
             unreachable!("inserted above under the same lock")
         };
+        if entry.period_ns != p {
+            // set_quota changed the period: the windows restart.
+            *entry = Entry::new(k_now, p);
+        }
         let k = entry.roll(k_now);
         let curr = entry.w[1].estimate();
-        let d = match &self.window {
+        let d = match &plan.window {
             Window::Fixed(f) => f.decide(k, curr, t, n),
             Window::Sliding(s) => s.decide(&s.at(k, t, entry.w[0].estimate(), curr), t, n),
         };
@@ -451,6 +566,6 @@ impl Inner {
 
     /// Whether the previous window's count still matters.
     fn sliding(&self) -> bool {
-        matches!(self.window, Window::Sliding(_))
+        matches!(self.plan.load().window, Window::Sliding(_))
     }
 }

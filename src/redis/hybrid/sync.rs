@@ -29,6 +29,8 @@ fn sync_script() -> &'static Script {
 struct Sent {
     key: Arc<str>,
     k: u64,
+    /// The period `k` counts in.
+    period_ns: u64,
     own: [u64; 2],
     send: [i64; 2],
 }
@@ -41,12 +43,12 @@ impl Inner {
     pub(super) async fn sync(&self) -> Result<usize, Error> {
         let _one_at_a_time = self.sync_lock.lock().await;
         let t = self.now_ns();
-        let k_now = t / self.period_ns;
         let keep = if self.sliding() { 2 } else { 1 };
         let mut sent: Vec<Sent> = Vec::new();
         for shard in self.shards.iter() {
             let mut table = lock(&shard.table);
-            table.retain(|_, e| e.k + keep > k_now);
+            // Each entry's windows in its own period (set_quota may have changed it).
+            table.retain(|_, e| e.k + keep > t / e.period_ns);
             for (key, e) in table.iter_mut() {
                 if !e.dirty() {
                     continue;
@@ -55,6 +57,7 @@ impl Inner {
                 sent.push(Sent {
                     key: Arc::clone(key),
                     k: e.k,
+                    period_ns: e.period_ns,
                     own: [e.w[0].own, e.w[1].own],
                     send: [e.w[0].to_send(), e.w[1].to_send()],
                 });
@@ -183,8 +186,8 @@ impl Inner {
         let mut pipe = redis::pipe();
         pipe.cmd("SCRIPT").arg("LOAD").arg(SYNC_SCRIPT).ignore();
         // The idle time of window j ends at (j + 2)·P (it is still "previous" in j + 1).
-        let ttl = |j: u64| {
-            let end = (j + 2).saturating_mul(self.period_ns);
+        let ttl = |j: u64, period_ns: u64| {
+            let end = (j + 2).saturating_mul(period_ns);
             end.saturating_sub(t).div_ceil(1_000_000).max(1) + TTL_GRACE_MS
         };
         for batch in keys.chunks(SCRIPT_BATCH) {
@@ -201,8 +204,8 @@ impl Inner {
                 // Window k − 1 does not exist before window 1.
                 call.arg(if s.k == 0 { -1 } else { s.send[0] })
                     .arg(s.send[1])
-                    .arg(ttl(s.k.saturating_sub(1)))
-                    .arg(ttl(s.k));
+                    .arg(ttl(s.k.saturating_sub(1), s.period_ns))
+                    .arg(ttl(s.k, s.period_ns));
             }
         }
         pipe
@@ -214,6 +217,11 @@ impl Inner {
         let Some(e) = table.get_mut(&s.key) else {
             return;
         };
+        if e.period_ns != s.period_ns {
+            // The windows restarted under a new period meanwhile: these counts are
+            // of windows that mean nothing now.
+            return;
+        }
         if e.k == s.k {
             if s.k > 0 {
                 e.w[0].global = g_prev;

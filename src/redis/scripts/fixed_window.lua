@@ -1,10 +1,15 @@
--- FixedWindow. KEYS[1]: hash {k = window index, c = count}. ARGV[4]: P (us). ARGV[5]: limit.
+-- FixedWindow. KEYS[1]: hash {k = window index, c = count, w = P}. ARGV[4]: P (us). ARGV[5]: limit.
 -- At most `limit` per window [k*P, (k+1)*P), windows aligned to the clock's zero.
 local p = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
-local s = redis.call('HMGET', KEYS[1], 'k', 'c')
+-- w: the period the state was written under. State of another period (set_quota
+-- changed it) counts windows that mean nothing now: the windows restart.
+local s = redis.call('HMGET', KEYS[1], 'k', 'c', 'w')
 local sk = tonumber(s[1] or '0')
 local sc = tonumber(s[2] or '0')
+if s[3] and tonumber(s[3]) ~= p then
+  sk, sc = 0, 0
+end
 local current = idiv(now, p)
 -- A reading older than the state's window is decided in that window (time never runs
 -- backwards); waits are still measured from the reading, never too early for its caller.
@@ -21,7 +26,7 @@ if count + cost <= limit then
     reset = finish - now
   end
   if cost > 0 then
-    redis.call('HSET', KEYS[1], 'k', fmt(k), 'c', fmt(count))
+    redis.call('HSET', KEYS[1], 'k', fmt(k), 'c', fmt(count), 'w', fmt(p))
     redis.call('PEXPIRE', KEYS[1], ttl_ms(finish - now))
   end
   return {1, limit - count, reset, 0, 0}

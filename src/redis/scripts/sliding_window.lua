@@ -1,12 +1,18 @@
--- SlidingWindow. KEYS[1]: hash {k = window index, p = count of k-1, c = count of k}.
+-- SlidingWindow. KEYS[1]: hash {k = window index, p = count of k-1, c = count of k,
+-- w = P}.
 -- ARGV[4]: P (us). ARGV[5]: limit (limit * P < 2^53, checked by the client).
 -- Admitted iff prev*(P - e) + (curr + n)*P <= limit*P, e = time into window k.
 local p = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
-local s = redis.call('HMGET', KEYS[1], 'k', 'p', 'c')
+-- w: the period the state was written under. State of another period (set_quota
+-- changed it) counts windows that mean nothing now: the windows restart.
+local s = redis.call('HMGET', KEYS[1], 'k', 'p', 'c', 'w')
 local sk = tonumber(s[1] or '0')
 local sp = tonumber(s[2] or '0')
 local sc = tonumber(s[3] or '0')
+if s[4] and tonumber(s[4]) ~= p then
+  sk, sp, sc = 0, 0, 0
+end
 local current = idiv(now, p)
 local k, e, prev, curr
 -- A stale reading is decided at its state's window start; waits are measured from the
@@ -83,7 +89,7 @@ end
 if cost == 0 or fits(curr, cost) then
   local after = curr + cost
   if cost > 0 then
-    redis.call('HSET', KEYS[1], 'k', fmt(k), 'p', fmt(prev), 'c', fmt(after))
+    redis.call('HSET', KEYS[1], 'k', fmt(k), 'p', fmt(prev), 'c', fmt(after), 'w', fmt(p))
     -- Idle once window k + 1 has passed: neither count weighs anything then.
     redis.call('PEXPIRE', KEYS[1], ttl_ms((k + 2) * p - now))
   end
