@@ -11,8 +11,20 @@ if s[3] and tonumber(s[3]) ~= p then
   sk, sc = 0, 0
 end
 local current = idiv(now, p)
--- A reading older than the state's window is decided in that window (time never runs
--- backwards); waits are still measured from the reading, never too early for its caller.
+if sk > current and cost > 0 then
+  -- The state has moved to a later window (a reading newer than this one): this
+  -- window's count is gone, so nothing is admitted before the later one starts (as the
+  -- local engine decides). Waits are measured from the reading: until the later window
+  -- starts, or ends when the request does not fit in it.
+  local start = sk * p
+  local wait = start + p - now
+  if sc + cost <= limit then
+    wait = start - now
+  end
+  return {0, 0, start + p - now, wait, 0}
+end
+-- A zero-cost peek of a stale reading is decided in the state's window (time never runs
+-- backwards).
 local k = math.max(current, sk)
 local count = 0
 if k == sk then

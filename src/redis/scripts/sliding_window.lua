@@ -88,6 +88,11 @@ end
 -- A zero-cost peek asks for nothing: always allowed.
 if cost == 0 or fits(curr, cost) then
   local after = curr + cost
+  if cost > 0 and lag > 0 then
+    -- The state has moved to a later window (a reading newer than this one): nothing
+    -- is admitted before it starts (as the local engine decides).
+    return {0, 0, wait(after, limit), lag, 0}
+  end
   if cost > 0 then
     redis.call('HSET', KEYS[1], 'k', fmt(k), 'p', fmt(prev), 'c', fmt(after), 'w', fmt(p))
     -- Idle once window k + 1 has passed: neither count weighs anything then.
