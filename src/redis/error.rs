@@ -46,6 +46,30 @@ pub enum Error {
     /// wrong, so admitting or denying on a guess would be a silent wrong answer. Use
     /// one prefix per algorithm and quota, or delete the key.
     ForeignState(String),
+    /// [`check_all`](super::check_all) was given limiters that do not share one Redis
+    /// deployment: one script must decide every limit where their state lives. Build
+    /// them on one URL, or on one connection with
+    /// [`connection_of`](super::RedisRateLimiterBuilder::connection_of).
+    MixedDeployments {
+        /// The position of the first limit not on the first limit's deployment.
+        index: usize,
+        /// The first limit's deployment (an address, or a connection given to a builder).
+        first: String,
+        /// That limit's.
+        other: String,
+    },
+    /// [`check_all`](super::check_all) on Redis Cluster with keys in more than one hash
+    /// slot: one script can only touch one slot. Co-locate the keys of one call with a
+    /// hash tag in the key (`"{user:42}:api"` and `"{user:42}:upload"`), which the
+    /// limiters' `prefix:{key}` layout keeps as the slot's key. Nothing was sent.
+    CrossSlot {
+        /// Every Redis key of the call with its slot, in the order of the limits.
+        slots: Vec<(String, u16)>,
+    },
+    /// [`check_all`](super::check_all) was given one Redis key twice (one limiter and
+    /// key, or two limiters sharing a prefix): both would be decided on the same state
+    /// before either is counted. Nothing was sent.
+    DuplicateKey(String),
 }
 
 impl Error {
@@ -104,6 +128,22 @@ impl fmt::Display for Error {
             Error::ForeignState(what) => write!(
                 f,
                 "a key under this prefix holds state this limiter cannot read (another algorithm's, or a foreign value): {what}"
+            ),
+            Error::MixedDeployments { index, first, other } => write!(
+                f,
+                "check_all needs every limiter on one redis deployment: limit {index} is on {other}, limit 0 on {first}"
+            ),
+            Error::CrossSlot { slots } => {
+                write!(f, "check_all on redis cluster needs every key in one hash slot, got")?;
+                for (i, (key, slot)) in slots.iter().enumerate() {
+                    let sep = if i == 0 { " " } else { ", " };
+                    write!(f, "{sep}{key} in slot {slot}")?;
+                }
+                write!(f, " (co-locate them with a {{hash tag}} in the keys)")
+            }
+            Error::DuplicateKey(key) => write!(
+                f,
+                "check_all was given the redis key {key} twice (one limit per key and limiter)"
             ),
             Error::NoTarget => write!(
                 f,

@@ -42,7 +42,7 @@ mod exact;
 mod hybrid;
 
 pub use error::Error;
-pub use exact::{Fallback, RedisRateLimiter, RedisRateLimiterBuilder, RedisStats};
+pub use exact::{check_all, Fallback, RedisRateLimiter, RedisRateLimiterBuilder, RedisStats};
 pub use hybrid::{HybridRateLimiter, HybridRateLimiterBuilder, HybridStats};
 /// The `redis` crate this module is built against, re-exported so that connections
 /// handed to the builders come from the matching version.
@@ -221,6 +221,46 @@ impl Target {
                     Err(e) if lazy && e.is_redis_unavailable() => Ok(Connection::new(lazy_conn)),
                     Err(e) => Err(e),
                 }
+            }
+        }
+    }
+}
+
+/// Which Redis deployment a limiter talks to: [`check_all`] decides several limits in
+/// one script, so they must all live where that script runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Deployment {
+    /// A URL's address and database (limiters built on the same URL share it).
+    Url(String),
+    /// A connection given to a builder, by a number of its own (limiters built with
+    /// `connection_of` share it).
+    Connection(u64),
+}
+
+impl std::fmt::Display for Deployment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Deployment::Url(addr) => write!(f, "redis at {addr}"),
+            Deployment::Connection(id) => write!(f, "the connection given to builder #{id}"),
+        }
+    }
+}
+
+impl Target {
+    /// The deployment this target names: for a URL its address and database.
+    pub(crate) fn deployment(&self) -> Deployment {
+        use redis::IntoConnectionInfo;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        match self {
+            Target::Url(url) => match url.as_str().into_connection_info() {
+                Ok(info) => {
+                    Deployment::Url(format!("{}/{}", info.addr(), info.redis_settings().db()))
+                }
+                // Unparsable: building fails on it anyway.
+                Err(_) => Deployment::Url(url.clone()),
+            },
+            Target::None | Target::Connection(_) => {
+                Deployment::Connection(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
             }
         }
     }

@@ -231,3 +231,81 @@ async fn a_prefix_with_braces_is_refused() {
         );
     }
 }
+
+/// `check_all` on the cluster: limits whose keys share a hash tag are decided together
+/// (every algorithm, on whichever node holds the slot); keys in different slots are
+/// refused before anything is sent, naming the slots.
+#[tokio::test]
+async fn check_all_on_a_cluster_needs_one_slot() {
+    use tollgate::redis::{check_all, Error};
+    let cluster = Cluster::start();
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(3_600));
+    let first = RedisRateLimiter::builder(Algorithm::SlidingWindow, Quota::per_minute(3))
+        .connection(cluster.connection().await)
+        .prefix("mc-user")
+        .clock(clock.clone())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .expect("build");
+    let mut limiters = vec![first];
+    for algorithm in [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingLog,
+    ] {
+        let l = RedisRateLimiter::builder(algorithm, Quota::per_minute(5))
+            .connection_of(&limiters[0])
+            .prefix(format!("mc-{algorithm:?}"))
+            .clock(clock.clone())
+            .timeout(Duration::from_secs(2))
+            .build()
+            .await
+            .expect("build");
+        limiters.push(l);
+    }
+    // Tenants spread over the nodes; each call's keys share the tenant's tag.
+    for t in 0..12 {
+        let keys: Vec<String> = (0..limiters.len())
+            .map(|i| format!("{{tenant-{t}}}:{i}"))
+            .collect();
+        let limits: Vec<(&RedisRateLimiter, &str)> = limiters
+            .iter()
+            .zip(&keys)
+            .map(|(l, k)| (l, k.as_str()))
+            .collect();
+        let mut admitted = 0;
+        for _ in 0..5 {
+            admitted += u32::from(check_all(&limits, 1).await.expect("one slot").is_allowed());
+        }
+        // The sliding window's 3 bind; the others gave exactly 3 too.
+        assert_eq!(admitted, 3, "tenant {t}");
+        for (l, k) in &limits[1..] {
+            assert_eq!(l.check_n(k, 0).await.unwrap().remaining(), 2, "tenant {t}");
+        }
+    }
+    assert!(cluster.keys_per_node().iter().all(|&n| n > 0));
+    // Two keys without a common tag: two slots, refused before sending.
+    let limits = [(&limiters[0], "alice"), (&limiters[1], "bob")];
+    match check_all(&limits, 1).await {
+        Err(Error::CrossSlot { slots }) => {
+            assert_eq!(slots.len(), 2);
+            assert_eq!(slots[0].0, "mc-user:{alice}");
+            assert_eq!(slots[1].0, "mc-TokenBucket:{bob}");
+            assert_ne!(slots[0].1, slots[1].1);
+            let msg = Error::CrossSlot {
+                slots: slots.clone(),
+            }
+            .to_string();
+            assert!(msg.contains(&slots[0].1.to_string()) && msg.contains(&slots[1].1.to_string()));
+        }
+        other => panic!("expected CrossSlot, got {other:?}"),
+    }
+    assert_eq!(
+        limiters[0].check_n("alice", 0).await.unwrap().remaining(),
+        3
+    );
+    assert_eq!(limiters[1].check_n("bob", 0).await.unwrap().remaining(), 5);
+}

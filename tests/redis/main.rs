@@ -8,6 +8,7 @@ mod edges;
 mod exact;
 mod failure;
 mod hybrid;
+mod multi;
 mod overshoot_faults;
 mod server;
 mod set_quota;

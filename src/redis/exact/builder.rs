@@ -31,6 +31,8 @@ pub struct RedisRateLimiterBuilder {
     pub(super) timeout: Duration,
     pub(super) fallback: Fallback,
     pub(super) time: TimeSource,
+    /// Set by `connection_of`: the other limiter's deployment, shared.
+    pub(super) deployment: Option<Deployment>,
 }
 
 impl RedisRateLimiterBuilder {
@@ -75,6 +77,39 @@ impl RedisRateLimiterBuilder {
         C: ConnectionLike + Clone + Send + Sync + 'static,
     {
         self.target = Target::Connection(Connection::new(connection));
+        self
+    }
+
+    /// Uses `other`'s connection (shared, not a new one), and counts as the same Redis
+    /// deployment: limiters built so can be decided together by
+    /// [`check_all`](crate::redis::check_all). Limiters built on the same
+    /// [`url`](Self::url) (address and database) share a deployment too; limiters given
+    /// connections by [`connection`](Self::connection) each have their own, since a
+    /// connection cannot tell where it leads.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
+    /// # async fn run() -> Result<(), tollgate::redis::Error> {
+    /// let client = tollgate::redis::redis::Client::open("redis://127.0.0.1:6379")?;
+    /// let global = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1000))
+    ///     .connection(client.get_connection_manager().await?)
+    ///     .prefix("global")
+    ///     .build()
+    ///     .await?;
+    /// let per_user = RedisRateLimiter::builder(Algorithm::SlidingWindow, Quota::per_minute(60))
+    ///     .connection_of(&global)
+    ///     .prefix("user")
+    ///     .build()
+    ///     .await?;
+    /// # let _ = per_user;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn connection_of(mut self, other: &RedisRateLimiter) -> Self {
+        self.target = Target::Connection(other.inner.conn.clone());
+        self.deployment = Some(other.inner.deployment.clone());
         self
     }
 
@@ -195,10 +230,12 @@ impl RedisRateLimiterBuilder {
             TimeSource::Server => 0,
             TimeSource::Caller(_) => CALLER_CLOCK_GRACE_MS,
         };
+        let deployment = self.deployment.unwrap_or_else(|| self.target.deployment());
         let conn = self.target.connect(self.timeout, lazy).await?;
         Ok(RedisRateLimiter {
             inner: Arc::new(Inner {
                 conn,
+                deployment,
                 active: AtomicCell::new(Active {
                     quota: self.quota,
                     plan,

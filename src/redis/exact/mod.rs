@@ -5,14 +5,18 @@
 
 mod builder;
 mod fallback;
+mod multi;
 mod plan;
 
 pub use builder::RedisRateLimiterBuilder;
 pub use fallback::Fallback;
 use fallback::{FallbackClock, FallbackState};
+pub use multi::check_all;
 use plan::*;
 
-use super::{bounded, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT};
+use super::{
+    bounded, Connection, Deployment, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT,
+};
 use crate::algorithm::{Params, SLIDING_LOG_MAX_LIMIT};
 use crate::{
     Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, KeyedRateLimiter, QuantaClock,
@@ -86,6 +90,8 @@ pub struct RedisRateLimiter {
 
 struct Inner {
     conn: Connection,
+    /// Where `conn` leads, for `check_all`'s one-deployment rule.
+    deployment: Deployment,
     /// The quota in force and its plan, replaced whole by `set_quota`: each decision
     /// loads one copy (a seqlock read that never waits on I/O) and decides with it.
     active: AtomicCell<Active>,
@@ -133,6 +139,7 @@ impl RedisRateLimiter {
             timeout: DEFAULT_TIMEOUT,
             fallback: Fallback::Error,
             time: TimeSource::Server,
+            deployment: None,
         }
     }
 
@@ -188,7 +195,7 @@ impl RedisRateLimiter {
             }));
         }
         let has_fallback = !matches!(inner.fallback, FallbackState::Error);
-        if has_fallback && inner.elapsed_ns() < inner.down_until.load(Ordering::Relaxed) {
+        if has_fallback && inner.is_down() {
             return Ok(inner.fall_back(&active, key, n));
         }
         match inner.eval(&active, key, n).await {
@@ -202,8 +209,7 @@ impl RedisRateLimiter {
                 if !has_fallback {
                     return Err(e);
                 }
-                let until = inner.elapsed_ns() + RETRY_AFTER_ERROR.as_nanos() as u64;
-                inner.down_until.fetch_max(until, Ordering::Relaxed);
+                inner.mark_down();
                 Ok(inner.fall_back(&active, key, n))
             }
         }
@@ -372,9 +378,23 @@ impl Inner {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    async fn eval(&self, active: &Active, key: &str, n: u32) -> Result<Decision, Error> {
-        let now_us: i64 = match &self.time {
-            TimeSource::Server => -1,
+    /// Whether the fallback answers alone now (a Redis call failed less than
+    /// [`RETRY_AFTER_ERROR`] ago).
+    fn is_down(&self) -> bool {
+        self.elapsed_ns() < self.down_until.load(Ordering::Relaxed)
+    }
+
+    /// After a failed Redis call: the fallback answers alone for [`RETRY_AFTER_ERROR`].
+    fn mark_down(&self) {
+        let until = self.elapsed_ns() + RETRY_AFTER_ERROR.as_nanos() as u64;
+        self.down_until.fetch_max(until, Ordering::Relaxed);
+    }
+
+    /// The time the script decides at (ARGV): the caller's clock in µs, or -1 for
+    /// Redis `TIME`.
+    fn now_us(&self) -> Result<i64, Error> {
+        match &self.time {
+            TimeSource::Server => Ok(-1),
             TimeSource::Caller(f) => {
                 let us = f() / 1000;
                 if us > MAX_TIME_US {
@@ -384,9 +404,13 @@ impl Inner {
                     )));
                 }
                 // us <= 2^52: fits an i64.
-                us as i64
+                Ok(us as i64)
             }
-        };
+        }
+    }
+
+    async fn eval(&self, active: &Active, key: &str, n: u32) -> Result<Decision, Error> {
+        let now_us = self.now_us()?;
         let [a, b, c] = active.plan.args();
         let mut inv = active.plan.script().prepare_invoke();
         inv.key(format!("{}:{{{key}}}", self.prefix))

@@ -9,6 +9,8 @@ pub(super) const GCRA: &str = include_str!("../scripts/gcra.lua");
 pub(super) const FIXED_WINDOW: &str = include_str!("../scripts/fixed_window.lua");
 pub(super) const SLIDING_WINDOW: &str = include_str!("../scripts/sliding_window.lua");
 pub(super) const SLIDING_LOG: &str = include_str!("../scripts/sliding_log.lua");
+pub(super) const SINGLE: &str = include_str!("../scripts/single.lua");
+pub(super) const MULTI: &str = include_str!("../scripts/multi.lua");
 
 /// The largest span (µs) a quota may need: with times up to [`MAX_TIME_US`], every sum
 /// the scripts form (at most a time plus two spans) stays below 2^53, where doubles stop
@@ -31,11 +33,10 @@ pub(super) const CALLER_CLOCK_GRACE_MS: u64 = 1000;
 /// the place of idle ones, then of the entry going idle soonest).
 pub(super) const FALLBACK_MAX_KEYS: usize = 1 << 16;
 
-pub(super) fn script(body: &str) -> Script {
-    let mut src = String::with_capacity(PRELUDE.len() + body.len());
-    src.push_str(PRELUDE);
-    src.push_str(body);
-    Script::new(&src)
+/// One algorithm's script: the prelude, the algorithm's function (named `name`), and
+/// the single-limit driver that runs it.
+pub(super) fn script(body: &str, name: &str) -> Script {
+    Script::new(&[PRELUDE, body, SINGLE, &format!("return single({name})\n")].concat())
 }
 
 /// The compiled scripts, one per algorithm family, hashed once per process.
@@ -43,11 +44,30 @@ pub(super) fn scripts() -> &'static [Script; 4] {
     static SCRIPTS: OnceLock<[Script; 4]> = OnceLock::new();
     SCRIPTS.get_or_init(|| {
         [
-            script(GCRA),
-            script(FIXED_WINDOW),
-            script(SLIDING_WINDOW),
-            script(SLIDING_LOG),
+            script(GCRA, "gcra"),
+            script(FIXED_WINDOW, "fixed_window"),
+            script(SLIDING_WINDOW, "sliding_window"),
+            script(SLIDING_LOG, "sliding_log"),
         ]
+    })
+}
+
+/// The multi-limit script: the prelude, every algorithm's function, and the
+/// all-or-nothing driver (`scripts/multi.lua`), hashed once per process.
+pub(super) fn multi_script() -> &'static Script {
+    static SCRIPT: OnceLock<Script> = OnceLock::new();
+    SCRIPT.get_or_init(|| {
+        Script::new(
+            &[
+                PRELUDE,
+                GCRA,
+                FIXED_WINDOW,
+                SLIDING_WINDOW,
+                SLIDING_LOG,
+                MULTI,
+            ]
+            .concat(),
+        )
     })
 }
 
@@ -136,6 +156,16 @@ impl Plan {
             Plan::Fixed { limit, .. } | Plan::Sliding { limit, .. } | Plan::Log { limit, .. } => {
                 limit
             }
+        }
+    }
+
+    /// The algorithm's number in `scripts/multi.lua`.
+    pub(super) fn algorithm_id(&self) -> u8 {
+        match self {
+            Plan::Gcra { .. } => 1,
+            Plan::Fixed { .. } => 2,
+            Plan::Sliding { .. } => 3,
+            Plan::Log { .. } => 4,
         }
     }
 

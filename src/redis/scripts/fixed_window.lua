@@ -1,37 +1,54 @@
--- FixedWindow. KEYS[1]: hash {k = window index, c = count, w = P}. ARGV[4]: P (us). ARGV[5]: limit.
+-- FixedWindow. key: hash {k = window index, c = count, w = P}. a1: P (us). a2: limit.
 -- At most `limit` per window [k*P, (k+1)*P), windows aligned to the clock's zero.
-local p = tonumber(ARGV[4])
-local limit = tonumber(ARGV[5])
--- w: the period the state was written under. State of another period (set_quota
--- changed it) counts windows that mean nothing now: the windows restart.
-local s = redis.call('HMGET', KEYS[1], 'k', 'c', 'w')
-local sk = tonumber(s[1] or '0')
-local sc = tonumber(s[2] or '0')
-if s[3] and tonumber(s[3]) ~= p then
-  sk, sc = 0, 0
-end
-local current = idiv(now, p)
--- A reading older than the state's window is decided in that window (time never runs
--- backwards); waits are still measured from the reading, never too early for its caller.
-local k = math.max(current, sk)
-local count = 0
-if k == sk then
-  count = sc
-end
-local finish = (k + 1) * p
-if count + cost <= limit then
-  count = count + cost
-  local reset = 0
-  if count > 0 then
-    reset = finish - now
+local function fixed_window(key, now, cost, grace, a1, a2)
+  local p = a1
+  local limit = a2
+  -- w: the period the state was written under. State of another period (set_quota
+  -- changed it) counts windows that mean nothing now: the windows restart.
+  local s = redis.call('HMGET', key, 'k', 'c', 'w')
+  local sk = tonumber(s[1] or '0')
+  local sc = tonumber(s[2] or '0')
+  if s[3] and tonumber(s[3]) ~= p then
+    sk, sc = 0, 0
   end
-  if cost > 0 then
-    redis.call('HSET', KEYS[1], 'k', fmt(k), 'c', fmt(count), 'w', fmt(p))
-    redis.call('PEXPIRE', KEYS[1], ttl_ms(finish - now))
+  local current = idiv(now, p)
+  if sk > current and cost > 0 then
+    -- The state has moved to a later window (a reading newer than this one): this
+    -- window's count is gone, so nothing is admitted before the later one starts (as
+    -- the local engine decides). Waits are measured from the reading: until the later
+    -- window starts, or ends when the request does not fit in it.
+    local start = sk * p
+    local wait = start + p - now
+    if sc + cost <= limit then
+      wait = start - now
+    end
+    return {0, 0, start + p - now, wait, 0}, nil
   end
-  return {1, limit - count, reset, 0, 0}
+  -- A zero-cost peek of a stale reading is decided in the state's window (time never
+  -- runs backwards).
+  local k = math.max(current, sk)
+  local count = 0
+  if k == sk then
+    count = sc
+  end
+  local finish = (k + 1) * p
+  if count + cost <= limit then
+    count = count + cost
+    local reset = 0
+    if count > 0 then
+      reset = finish - now
+    end
+    local write = nil
+    if cost > 0 then
+      write = function()
+        redis.call('HSET', key, 'k', fmt(k), 'c', fmt(count), 'w', fmt(p))
+        redis.call('PEXPIRE', key, ttl_ms(finish - now, grace))
+      end
+    end
+    return {1, limit - count, reset, 0, 0}, write
+  end
+  local wait = finish - now
+  -- The count may exceed the limit when a deployment lowered it under the same prefix:
+  -- that is a denial with nothing remaining, never a negative count.
+  return {0, math.max(0, limit - count), wait, wait, 0}, nil
 end
-local wait = finish - now
--- The count may exceed the limit when a deployment lowered it under the same prefix:
--- that is a denial with nothing remaining, never a negative count.
-return {0, math.max(0, limit - count), wait, wait, 0}

@@ -1,7 +1,10 @@
--- tollgate prelude (prepended to every script). All numbers are integers below 2^53
--- (checked by the client at build time), so Lua's doubles compute them exactly.
--- ARGV[1]: the caller's time in microseconds, or -1 for Redis TIME.
--- ARGV[2]: the cost. ARGV[3]: extra TTL in milliseconds (caller-clock grace).
+-- tollgate prelude (prepended to every script): helpers. All numbers are integers
+-- below 2^53 (checked by the client at build time), so Lua's doubles compute them
+-- exactly. Each algorithm is a function of (key, now, cost, grace, a1, a2, a3) that
+-- reads the key's state and returns its reply {allowed, remaining, reset_after_us,
+-- retry_after_us, delay_us} and the write to make if the request is admitted (a
+-- function, or nil): single.lua runs one and writes, multi.lua runs several and writes
+-- only if all admit.
 
 -- floor(a / b) for integers 0 <= a, 0 < b, corrected for the double division's rounding.
 local function idiv(a, b)
@@ -18,14 +21,14 @@ local function fmt(x)
   return string.format('%d', x)
 end
 
--- TTL in whole milliseconds, rounded up, from a span in microseconds.
-local function ttl_ms(span_us)
-  return fmt(idiv(span_us + 999, 1000) + tonumber(ARGV[3]))
+-- TTL in whole milliseconds, rounded up, from a span in microseconds, plus `grace`
+-- milliseconds (for a caller's clock, which runs apart from the Redis clock).
+local function ttl_ms(span_us, grace)
+  return fmt(idiv(span_us + 999, 1000) + grace)
 end
 
-local now = tonumber(ARGV[1])
-if now < 0 then
+-- Redis TIME in microseconds.
+local function redis_now()
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local cost = tonumber(ARGV[2])
