@@ -9,6 +9,7 @@ mod exact;
 mod failure;
 mod hybrid;
 mod multi;
+mod multi_cost;
 mod overshoot_faults;
 mod server;
 mod set_quota;
