@@ -361,3 +361,59 @@ async fn hybrid_set_quota_keeps_counts_and_restarts_windows_on_a_new_period() {
     );
     assert_eq!(synced.quota(), Quota::per_second(10));
 }
+
+/// Deciders racing quota changes: every decision is made and reported under one whole
+/// quota, the old or the new (never the script under one and the reply read under the
+/// other), none fails, none reaches the fallback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deciders_racing_changes_see_one_whole_quota() {
+    let server = RedisServer::start();
+    for algorithm in Algorithm::ALL {
+        let clock = ManualClock::new();
+        clock.set(Duration::from_secs(9_000));
+        let l = exact(
+            &server,
+            algorithm,
+            Quota::per_minute(10),
+            &format!("race:{algorithm:?}"),
+            &clock,
+        )
+        .await;
+        let changer = {
+            let l = l.clone();
+            tokio::spawn(async move {
+                for i in 0..200 {
+                    let q = if i % 2 == 0 {
+                        Quota::per_minute(3)
+                    } else {
+                        Quota::per_minute(10)
+                    };
+                    l.set_quota(q).unwrap();
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        let mut deciders = Vec::new();
+        for t in 0..4 {
+            let l = l.clone();
+            deciders.push(tokio::spawn(async move {
+                for i in 0..50 {
+                    // A fresh key: admitted, with all but one of its quota remaining,
+                    // whichever quota decided it.
+                    let key = format!("k{t}-{i}");
+                    let d = l.check_n(&key, 1).await.expect("decision");
+                    assert!(d.is_allowed(), "{d:?}");
+                    assert!(matches!(d.limit(), 3 | 10), "{d:?}");
+                    assert_eq!(d.remaining(), d.limit() - 1, "{d:?}");
+                }
+            }));
+        }
+        changer.await.unwrap();
+        for d in deciders {
+            d.await.unwrap();
+        }
+        let s = l.stats();
+        assert_eq!((s.errors, s.fallbacks), (0, 0), "{algorithm:?}");
+        assert_eq!(s.decisions, 200);
+    }
+}
