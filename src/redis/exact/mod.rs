@@ -222,7 +222,8 @@ impl RedisRateLimiter {
     /// started with, and none waits for this call (the quota is swapped in one atomic
     /// copy, never held across I/O). Other processes sharing the prefix keep their own
     /// quota until they call `set_quota` too: during a rolling change, each decides by
-    /// its own, and the bound below holds per quota.
+    /// its own, and the bound below holds per quota. A [`Fallback::Local`] keeps its
+    /// own quota.
     ///
     /// # Over-admission bound
     ///
