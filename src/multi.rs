@@ -36,16 +36,75 @@ use std::time::Duration;
 /// assert_eq!(per_second.peek().remaining(), 7);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 #[must_use = "a MultiDecision says whether the request may proceed"]
 pub struct MultiDecision {
-    decisions: Vec<Decision>,
+    decisions: Decisions,
+}
+
+/// One decision per limit: on the stack for up to [`INLINE`] limits (no allocation on
+/// the usual path), on the heap beyond.
+#[derive(Clone)]
+enum Decisions {
+    Inline(u8, [Decision; INLINE]),
+    Heap(Vec<Decision>),
+}
+
+impl Decisions {
+    fn with_capacity(n: usize) -> Self {
+        if n <= INLINE {
+            Decisions::Inline(0, [Decision::allow(0, 0, 0, 0); INLINE])
+        } else {
+            Decisions::Heap(Vec::with_capacity(n))
+        }
+    }
+
+    fn push(&mut self, d: Decision) {
+        match self {
+            Decisions::Inline(len, items) if usize::from(*len) < INLINE => {
+                items[usize::from(*len)] = d;
+                *len += 1;
+            }
+            Decisions::Inline(_, items) => {
+                let mut v = items.to_vec();
+                v.push(d);
+                *self = Decisions::Heap(v);
+            }
+            Decisions::Heap(v) => v.push(d),
+        }
+    }
+
+    fn as_slice(&self) -> &[Decision] {
+        match self {
+            Decisions::Inline(len, items) => &items[..usize::from(*len)],
+            Decisions::Heap(v) => v,
+        }
+    }
+}
+
+impl PartialEq for MultiDecision {
+    fn eq(&self, other: &Self) -> bool {
+        self.decisions() == other.decisions()
+    }
+}
+
+impl Eq for MultiDecision {}
+
+impl std::fmt::Debug for MultiDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiDecision")
+            .field("decisions", &self.decisions())
+            .finish()
+    }
 }
 
 impl MultiDecision {
     /// The outcome made of one decision per limit, in the limits' order.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn new(decisions: Vec<Decision>) -> Self {
-        MultiDecision { decisions }
+        MultiDecision {
+            decisions: Decisions::Heap(decisions),
+        }
     }
 
     /// Whether every limit admitted the request (and so it was consumed from each).
@@ -60,7 +119,7 @@ impl MultiDecision {
     /// ```
     #[must_use]
     pub fn is_allowed(&self) -> bool {
-        self.decisions.iter().all(Decision::is_allowed)
+        self.decisions().iter().all(Decision::is_allowed)
     }
 
     /// One decision per limit, in the order the limits were given.
@@ -75,7 +134,7 @@ impl MultiDecision {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn decisions(&self) -> &[Decision] {
-        &self.decisions
+        self.decisions.as_slice()
     }
 
     /// The positions of the limits that denied the request (empty when admitted).
@@ -92,7 +151,7 @@ impl MultiDecision {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn denied(&self) -> impl Iterator<Item = usize> + '_ {
-        self.decisions
+        self.decisions()
             .iter()
             .enumerate()
             .filter(|(_, d)| !d.is_allowed())
@@ -117,7 +176,7 @@ impl MultiDecision {
     /// ```
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
-        self.decisions
+        self.decisions()
             .iter()
             .filter_map(Decision::retry_after)
             .max()
@@ -160,6 +219,9 @@ pub trait Limit: sealed::Sealed {}
 
 impl<T: sealed::Sealed> Limit for T {}
 
+/// Bookings kept on the stack by [`check_all`] before it spills to the heap.
+const INLINE: usize = 4;
+
 /// Decides one request of cost `n` against every limit, all or nothing: admitted (and
 /// consumed from each) only if every limit admits it; otherwise nothing is consumed
 /// from any, and the result names every limit that denied and the longest wait.
@@ -201,10 +263,12 @@ pub fn check_all(
             capacity: most,
         });
     }
-    let mut decisions = Vec::with_capacity(limits.len());
-    let mut booked = Vec::with_capacity(limits.len());
+    let mut decisions = Decisions::with_capacity(limits.len());
+    // The bookings to roll back on a denial: on the stack for the usual few limits.
+    let mut first: [Option<crate::Reservation<'_>>; INLINE] = Default::default();
+    let mut more = Vec::new();
     let mut denied = false;
-    for limit in limits {
+    for (i, limit) in limits.iter().enumerate() {
         if denied {
             decisions.push(limit.peek_n(n));
             continue;
@@ -212,13 +276,19 @@ pub fn check_all(
         let (d, reservation) = limit.book(n);
         denied = !d.is_allowed();
         decisions.push(d);
-        booked.extend(reservation);
+        match first.get_mut(i) {
+            Some(slot) => *slot = reservation,
+            None => more.extend(reservation),
+        }
     }
     if denied {
         // Newest first: each roll-back then finds its booking the newest one.
-        for r in booked.into_iter().rev() {
+        for r in more.into_iter().rev() {
+            r.roll_back();
+        }
+        for r in first.into_iter().rev().flatten() {
             r.roll_back();
         }
     }
-    Ok(MultiDecision::new(decisions))
+    Ok(MultiDecision { decisions })
 }
