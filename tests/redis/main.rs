@@ -10,6 +10,7 @@ mod failure;
 mod hybrid;
 mod multi;
 mod multi_cost;
+mod multi_differential;
 mod overshoot_faults;
 mod server;
 mod set_quota;
