@@ -5,7 +5,7 @@ use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::{PackedParams, Params};
 use crate::cell::{LogCell, PackedCell};
 use crate::reservation::{max_wait_ns, too_long, Ledger, Reservation, ReserveError};
-use crate::sync::{lock, Mutex, Swap};
+use crate::sync::{lock, CopyCell, Mutex, Swap};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use std::fmt;
 use std::time::Duration;
@@ -30,7 +30,7 @@ pub struct RateLimiter<C: Clock = QuantaClock> {
     engine: Engine,
     clock: C,
     algorithm: Algorithm,
-    quota: Swap<Quota>,
+    quota: CopyCell<Quota>,
     /// Serializes `set_quota` calls (deciders never take it).
     setting: Mutex<()>,
 }
@@ -143,7 +143,7 @@ impl<C: Clock> RateLimiterBuilder<C> {
             engine,
             clock: self.clock,
             algorithm: self.algorithm,
-            quota: Swap::new(self.quota),
+            quota: CopyCell::new(self.quota),
             setting: Mutex::new(()),
         })
     }
@@ -288,7 +288,7 @@ impl<C: Clock> RateLimiter<C> {
     fn decide(&self, n: u32) -> Decision {
         let now = crate::algorithm::now(&self.clock);
         match &self.engine {
-            Engine::Packed(params, cell) => cell.decide(&params.load(), now, n),
+            Engine::Packed(params, cell) => cell.decide(params.load(), now, n),
             Engine::Log(params, cell, _) => cell.decide(&params.load(), now, n),
         }
     }

@@ -91,37 +91,92 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
-/// A small `Copy` value read on every decision and replaced rarely (a limiter's
-/// parameters, by `set_quota`): readers never block one another, and a reader racing
-/// a replacement sees the old value or the new one, never a mix.
+/// A value read on every decision and replaced rarely (a limiter's parameters, by
+/// `set_quota`), kept as four atomic words behind a per-value sequence lock: a read is
+/// six plain loads (the version, the words, the version again), retried only if a
+/// replacement ran meanwhile; readers never write and never block one another, and a
+/// reader racing a replacement sees the old value or the new one, never a mix.
 ///
-/// crossbeam's `AtomicCell` (a seqlock for values wider than a word: a read is two
-/// loads around the copy, retried only if a replacement ran meanwhile).
+/// Words rather than a generic seqlock cell: the value comes back in registers, so
+/// the decision path never copies the parameters through memory (a 40-byte copy read
+/// back at another width stalled store forwarding and doubled the cost of a check).
 #[cfg(not(tollgate_loom))]
-pub(crate) struct Swap<T: Copy>(crossbeam_utils::atomic::AtomicCell<T>);
+pub(crate) struct Swap<T: Words> {
+    /// Even when the words are stable; odd while a replacement writes them.
+    version: AtomicU64,
+    words: [AtomicU64; 4],
+    _value: std::marker::PhantomData<T>,
+}
+
+/// A value that travels as four `u64` words (see [`Swap`]).
+pub(crate) trait Words: Copy {
+    /// The value as words.
+    fn as_words(&self) -> [u64; 4];
+    /// The value from words made by [`as_words`](Self::as_words).
+    fn from_words(w: [u64; 4]) -> Self;
+}
 
 #[cfg(not(tollgate_loom))]
-impl<T: Copy> Swap<T> {
+impl<T: Words> Swap<T> {
     pub(crate) fn new(v: T) -> Self {
-        Swap(crossbeam_utils::atomic::AtomicCell::new(v))
+        Swap {
+            version: AtomicU64::new(0),
+            words: v.as_words().map(AtomicU64::new),
+            _value: std::marker::PhantomData,
+        }
     }
 
     #[inline]
     pub(crate) fn load(&self) -> T {
-        self.0.load()
+        loop {
+            let before = self.version.load(Ordering::Acquire);
+            let w = [
+                self.words[0].load(Ordering::Relaxed),
+                self.words[1].load(Ordering::Relaxed),
+                self.words[2].load(Ordering::Relaxed),
+                self.words[3].load(Ordering::Relaxed),
+            ];
+            std::sync::atomic::fence(Ordering::Acquire);
+            if before & 1 == 0 && self.version.load(Ordering::Relaxed) == before {
+                return T::from_words(w);
+            }
+            std::hint::spin_loop();
+        }
     }
 
+    /// Replaces the value; concurrent replacements are serialized by the version.
     pub(crate) fn store(&self, v: T) {
-        self.0.store(v);
+        let mut current = self.version.load(Ordering::Relaxed);
+        loop {
+            if current & 1 == 0 {
+                match self.version.compare_exchange_weak(
+                    current,
+                    current + 1,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(actual) => current = actual,
+                }
+            } else {
+                std::hint::spin_loop();
+                current = self.version.load(Ordering::Relaxed);
+            }
+        }
+        std::sync::atomic::fence(Ordering::Release);
+        for (cell, w) in self.words.iter().zip(v.as_words()) {
+            cell.store(w, Ordering::Relaxed);
+        }
+        self.version.store(current + 2, Ordering::Release);
     }
 }
 
 /// For loom models: the same contract behind a modelled mutex.
 #[cfg(tollgate_loom)]
-pub(crate) struct Swap<T: Copy>(Mutex<T>);
+pub(crate) struct Swap<T: Words>(Mutex<T>);
 
 #[cfg(tollgate_loom)]
-impl<T: Copy> Swap<T> {
+impl<T: Words> Swap<T> {
     pub(crate) fn new(v: T) -> Self {
         Swap(Mutex::new(v))
     }
@@ -135,8 +190,47 @@ impl<T: Copy> Swap<T> {
     }
 }
 
-impl<T: Copy + std::fmt::Debug> std::fmt::Debug for Swap<T> {
+impl<T: Words + std::fmt::Debug> std::fmt::Debug for Swap<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.load().fmt(f)
+    }
+}
+
+/// A small `Copy` value read rarely and replaced rarely (a limiter's quota, for its
+/// accessor): crossbeam's `AtomicCell` (a seqlock for values wider than a word).
+#[cfg(not(tollgate_loom))]
+pub(crate) struct CopyCell<T: Copy>(crossbeam_utils::atomic::AtomicCell<T>);
+
+#[cfg(not(tollgate_loom))]
+impl<T: Copy> CopyCell<T> {
+    pub(crate) fn new(v: T) -> Self {
+        CopyCell(crossbeam_utils::atomic::AtomicCell::new(v))
+    }
+
+    pub(crate) fn load(&self) -> T {
+        self.0.load()
+    }
+
+    pub(crate) fn store(&self, v: T) {
+        self.0.store(v);
+    }
+}
+
+/// For loom models: the same contract behind a modelled mutex.
+#[cfg(tollgate_loom)]
+pub(crate) struct CopyCell<T: Copy>(Mutex<T>);
+
+#[cfg(tollgate_loom)]
+impl<T: Copy> CopyCell<T> {
+    pub(crate) fn new(v: T) -> Self {
+        CopyCell(Mutex::new(v))
+    }
+
+    pub(crate) fn load(&self) -> T {
+        *lock(&self.0)
+    }
+
+    pub(crate) fn store(&self, v: T) {
+        *lock(&self.0) = v;
     }
 }

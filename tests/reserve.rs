@@ -334,3 +334,53 @@ fn keyed_reservations_match_one_limiter_per_key() {
         );
     }
 }
+
+/// Threads booking one key at once (clock frozen, so only the bookings order the
+/// schedule): every booking made by one thread proceeds no earlier than the one it
+/// made before (its program order is its booking order), and all of them together fit
+/// the quota at the times they proceed.
+#[test]
+fn threads_booking_one_key_never_exceed_the_quota() {
+    for a in Algorithm::ALL {
+        let q = quota(10, 100_000_000, None);
+        let clock = ManualClock::new();
+        let keyed = KeyedRateLimiter::<u8, _>::builder(a, q)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let booked: Vec<Vec<(u64, u32)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4u32)
+                .map(|t| {
+                    let keyed = &keyed;
+                    s.spawn(move || {
+                        let mut mine = Vec::new();
+                        for i in 0..150u32 {
+                            let n = 1 + (t + i) % 3;
+                            let r = keyed.reserve(&7, n, Duration::from_secs(3_600)).unwrap();
+                            mine.push((ns(r.wait_time()), n));
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all = Vec::new();
+        for mine in &booked {
+            assert!(
+                mine.windows(2).all(|w| w[0].0 <= w[1].0),
+                "{a:?}: a thread's later booking proceeds earlier"
+            );
+            all.extend(mine.iter().copied());
+        }
+        all.sort_unstable();
+        let mut model = model_for(a, q);
+        for (at, n) in all {
+            assert!(
+                model.fits(at, n),
+                "{a:?}: cost {n} at {at} exceeds the quota"
+            );
+            model.admit(at, n);
+        }
+    }
+}

@@ -31,6 +31,24 @@ pub(crate) struct FixedWindow {
 }
 
 impl FixedWindow {
+    /// The parameters as words (see `algorithm::PackedParams`'s `Words`).
+    pub(crate) fn as_words(&self) -> [u64; 3] {
+        [
+            self.period,
+            u64::from(self.limit) | (u64::from(self.shift) << 32),
+            0,
+        ]
+    }
+
+    /// The parameters from [`as_words`](Self::as_words).
+    pub(crate) fn from_words(w: [u64; 3]) -> Self {
+        FixedWindow {
+            period: w[0],
+            limit: w[1] as u32,
+            shift: (w[1] >> 32) as u32,
+        }
+    }
+
     pub(crate) fn new(quota: Quota, period: u64) -> Result<Self, ConfigError> {
         let limit = quota.limit();
         let shift = count_bits(limit);
@@ -118,7 +136,11 @@ impl FixedWindow {
     }
 
     /// The denial of `cost` at `now`, before window `k` (which holds `count`) starts:
-    /// retry when it starts, or when it ends if the request does not fit in it.
+    /// retry when it starts, or when it ends if the request does not fit in it. Rare
+    /// (a pending booking, or a reading racing a window boundary): kept off the hot
+    /// path.
+    #[cold]
+    #[inline(never)]
     fn queued(&self, k: u64, count: u64, now: u64, cost: u32) -> Decision {
         let start = k * self.period;
         let d = self.decide(k, count, start, cost);

@@ -41,6 +41,31 @@ pub(crate) struct Gcra {
 }
 
 impl Gcra {
+    /// The parameters as three words (see `algorithm::PackedParams`'s `Words`).
+    pub(crate) fn as_words(&self) -> [u64; 3] {
+        [
+            self.t,
+            self.tau,
+            u64::from(self.burst) | (u64::from(self.limit) << 32),
+        ]
+    }
+
+    /// The parameters from [`as_words`](Self::as_words).
+    pub(crate) fn from_words(w: [u64; 3], shaper: bool) -> Self {
+        Gcra {
+            t: w[0],
+            tau: w[1],
+            burst: w[2] as u32,
+            limit: (w[2] >> 32) as u32,
+            shaper,
+        }
+    }
+
+    /// Whether this is the leaky bucket's shaper.
+    pub(crate) fn is_shaper(&self) -> bool {
+        self.shaper
+    }
+
     pub(crate) fn new(quota: Quota, period: u64, shaper: bool) -> Result<Self, ConfigError> {
         // More than one request per nanosecond cannot be represented at all.
         if period < u64::from(quota.limit()) {

@@ -216,6 +216,42 @@ impl PackedParams {
     }
 }
 
+/// Word 0 holds the variant (and the shaper flag), words 1–3 the variant's own.
+impl crate::sync::Words for PackedParams {
+    #[inline]
+    fn as_words(&self) -> [u64; 4] {
+        let (tag, [a, b, c]) = match self {
+            PackedParams::Gcra(p) => (u64::from(p.is_shaper()) << 8, p.as_words()),
+            PackedParams::Fixed(p) => (1, p.as_words()),
+            PackedParams::Sliding(p) => (2, p.as_words()),
+        };
+        [tag, a, b, c]
+    }
+
+    #[inline]
+    fn from_words(w: [u64; 4]) -> Self {
+        let rest = [w[1], w[2], w[3]];
+        match w[0] & 0xFF {
+            1 => PackedParams::Fixed(fixed_window::FixedWindow::from_words(rest)),
+            2 => PackedParams::Sliding(sliding_window::SlidingWindow::from_words(rest)),
+            _ => PackedParams::Gcra(gcra::Gcra::from_words(rest, w[0] >> 8 & 1 == 1)),
+        }
+    }
+}
+
+impl crate::sync::Words for sliding_log::SlidingLog {
+    #[inline]
+    fn as_words(&self) -> [u64; 4] {
+        let [a, b] = sliding_log::SlidingLog::as_words(self);
+        [a, b, 0, 0]
+    }
+
+    #[inline]
+    fn from_words(w: [u64; 4]) -> Self {
+        sliding_log::SlidingLog::from_words([w[0], w[1]])
+    }
+}
+
 /// Validated parameters of any algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Params {

@@ -172,6 +172,19 @@ impl<S: Stamps> Ring<S> {
 }
 
 impl SlidingLog {
+    /// The parameters as words (`sync::Swap`).
+    pub(crate) fn as_words(&self) -> [u64; 2] {
+        [self.period, u64::from(self.limit)]
+    }
+
+    /// The parameters from [`as_words`](Self::as_words).
+    pub(crate) fn from_words(w: [u64; 2]) -> Self {
+        SlidingLog {
+            period: w[0],
+            limit: w[1] as u32,
+        }
+    }
+
     pub(crate) fn new(quota: Quota, period: u64) -> Result<Self, ConfigError> {
         let limit = quota.limit();
         if limit > SLIDING_LOG_MAX_LIMIT {

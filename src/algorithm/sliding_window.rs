@@ -45,6 +45,24 @@ pub(crate) struct View {
 }
 
 impl SlidingWindow {
+    /// The parameters as words (see `algorithm::PackedParams`'s `Words`).
+    pub(crate) fn as_words(&self) -> [u64; 3] {
+        [
+            self.period,
+            u64::from(self.limit) | (u64::from(self.shift) << 32),
+            0,
+        ]
+    }
+
+    /// The parameters from [`as_words`](Self::as_words).
+    pub(crate) fn from_words(w: [u64; 3]) -> Self {
+        SlidingWindow {
+            period: w[0],
+            limit: w[1] as u32,
+            shift: (w[1] >> 32) as u32,
+        }
+    }
+
     pub(crate) fn new(quota: Quota, period: u64) -> Result<Self, ConfigError> {
         let limit = quota.limit();
         let shift = count_bits(limit);
@@ -170,11 +188,7 @@ impl SlidingWindow {
             // The state has moved to a later window (a reservation booked into it, or
             // a reading newer than this one): nothing is admitted before it starts, so
             // requests are served after the bookings made before them.
-            let wait = v.k * self.period - now;
-            return (
-                None,
-                Decision::deny(self.limit, 0, d.reset_after().as_nanos() as u64, wait),
-            );
+            return (None, self.queued(&v, now, &d));
         }
         let next = (d.is_allowed() && cost > 0).then(|| {
             (v.k << (2 * self.shift)) | (v.prev << self.shift) | (v.curr + u64::from(cost))
@@ -211,6 +225,15 @@ impl SlidingWindow {
                 from_now(self.wait(v, cost)),
             )
         }
+    }
+
+    /// The denial of a request read at `now`, before the state's later window `v.k`
+    /// starts (`d`: what it would get there). Rare: kept off the hot path.
+    #[cold]
+    #[inline(never)]
+    fn queued(&self, v: &View, now: u64, d: &Decision) -> Decision {
+        let wait = v.k * self.period - now;
+        Decision::deny(self.limit, 0, d.reset_after().as_nanos() as u64, wait)
     }
 
     /// Books `cost` at the earliest time it fits if nothing else arrives (the exact

@@ -10,7 +10,7 @@ mod tier;
 mod verbs;
 
 use crate::algorithm::Params;
-use crate::sync::{Mutex, Swap};
+use crate::sync::{CopyCell, Mutex};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use layout::Geometry;
 use log_table::LogTable;
@@ -198,7 +198,7 @@ pub struct KeyedRateLimiter<K: Hash + ?Sized, C: Clock = QuantaClock> {
     clock: C,
     algorithm: Algorithm,
     /// Each tier's quota (tier 0 first).
-    quotas: Box<[Swap<Quota>]>,
+    quotas: Box<[CopyCell<Quota>]>,
     /// Serializes `set_quota` calls (deciders never take it).
     setting: Mutex<()>,
     max_keys: usize,
@@ -591,7 +591,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
             algorithm: self.algorithm,
             quotas: std::iter::once(self.quota)
                 .chain(self.tiers)
-                .map(Swap::new)
+                .map(CopyCell::new)
                 .collect(),
             setting: Mutex::new(()),
             max_keys: self.max_keys,

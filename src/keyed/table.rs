@@ -224,7 +224,7 @@ impl PackedTable {
     }
 
     /// Scans the key's candidate windows in canonical order.
-    #[inline]
+    #[inline(always)]
     fn scan(&self, fp: u64, loc: &Location) -> Scan {
         let [a, b] = loc.windows;
         let [mut ja, mut jb] = loc.starts;
@@ -305,11 +305,49 @@ impl PackedTable {
     #[inline]
     pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, tier: usize) -> Decision {
         let params = self.params_in(tier);
-        let placed = self.run(h, now, cost > 0, |state, t| params.step(state, t, cost));
+        // The fast path: the key is present and its slot keeps it. The loop computes
+        // only the next state; the decision is computed once, from the state the
+        // winning compare-and-swap replaced (the step is pure). Carrying the 40-byte
+        // decision through the loop kept it in memory and stalled store forwarding
+        // (39 ns instead of 28 ns per keyed check).
+        let fp = fingerprint(h);
+        if let Scan::Found(i, mut word) = self.scan(fp, &self.geo.locate(h)) {
+            let t = now();
+            loop {
+                let state = state_of(word);
+                let Some(next) = params.step(state, t, cost).0 else {
+                    let d = params.step(state, t, cost).1;
+                    self.count(cost, &d);
+                    return d;
+                };
+                match self.slot(i).compare_exchange(
+                    word,
+                    pack(fp, next),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        let d = params.step(state, t, cost).1;
+                        self.count(cost, &d);
+                        return d;
+                    }
+                    Err(actual) if fp_of(actual) == fp => word = actual,
+                    // The slot went to another key: the full protocol below.
+                    Err(_) => break,
+                }
+            }
+        }
+        // Absent, or moved: the whole protocol (insert, reclaim, the reading floor).
+        let placed = self.run(h, now, cost > 0, |state, t| {
+            (params.step(state, t, cost).0, (state, t))
+        });
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
-            Placed::Absent(d) => return d,
-            Placed::Stored(d) | Placed::Untracked(d) | Placed::Refused(d) => d,
+            Placed::Absent((state, t)) => return params.step(state, t, cost).1,
+            Placed::Stored((state, t)) | Placed::Untracked((state, t)) => {
+                params.step(state, t, cost).1
+            }
+            Placed::Refused(d) => d,
         };
         self.count(cost, &d);
         d
