@@ -88,11 +88,12 @@ impl PackedCell {
         now: u64,
         cost: u32,
     ) -> (Decision, Booking) {
-        self.update(|state| {
-            let (next, d) = params.step(state, now, cost);
-            let booking = next.map_or(Booking::Nothing, |n| params.booking(n, cost));
-            (next, (d, booking))
-        })
+        // As `decide`: only the next state inside the loop, the rest once after.
+        let params = *params;
+        let before = self.update(move |state| (params.step(state, now, cost).0, state));
+        let (next, d) = params.step(before, now, cost);
+        let booking = next.map_or(Booking::Nothing, |n| params.booking(n, cost));
+        (d, booking)
     }
 
     /// Books `cost` at `now` within `max_wait`, in one compare-and-swap.

@@ -62,6 +62,7 @@ struct Ticket<'a> {
 impl<'a> Reservation<'a> {
     /// A reservation of `booked`, made at the engine reading `now`, for `key` in
     /// `ledger`.
+    #[inline]
     pub(crate) fn new(booked: Booked, now: u64, ledger: &'a dyn Ledger, key: u64) -> Self {
         let ticket = (booked.booking != Booking::Nothing).then_some(Ticket {
             ledger,

@@ -424,17 +424,25 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
         let l = self.limiter;
         let placed = match &l.table {
             Table::Packed(t) => {
+                // As the table's `decide`: only the next state inside the
+                // compare-and-swap loop, the decision and booking once after.
                 let params = t.params_in(self.tier);
-                t.run(
+                let placed = t.run(
                     self.hash,
                     || l.now(),
                     true,
-                    |state, now| {
-                        let (next, d) = params.step(state, now, n);
-                        let booking = next.map_or(Booking::Nothing, |s| params.booking(s, n));
-                        (next, (d, booking))
-                    },
-                )
+                    |state, now| (params.step(state, now, n).0, (state, now)),
+                );
+                let outcome = |(state, now): (u64, u64)| {
+                    let (next, d) = params.step(state, now, n);
+                    (d, next.map_or(Booking::Nothing, |s| params.booking(s, n)))
+                };
+                match placed {
+                    Placed::Stored(at) => Placed::Stored(outcome(at)),
+                    Placed::Absent(at) => Placed::Absent(outcome(at)),
+                    Placed::Untracked(at) => Placed::Untracked(outcome(at)),
+                    Placed::Refused(d) => Placed::Refused(d),
+                }
             }
             Table::Log(t) => {
                 let params = t.params_in(self.tier);
