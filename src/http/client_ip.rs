@@ -11,9 +11,9 @@ use super::key::KeyExtractor;
 
 /// The peer address of a connection, for servers that do not record one themselves.
 ///
-/// The layer looks for the peer in the request's extensions: this type, or axum's
-/// `ConnectInfo<SocketAddr>` (feature `axum`). A plain hyper server inserts it per
-/// connection:
+/// The layer looks for the peer in the request's extensions: this type, axum's
+/// `ConnectInfo<SocketAddr>` (feature `axum`), or tonic's `TcpConnectInfo` (feature
+/// `tonic`). A plain hyper server inserts it per connection:
 ///
 /// ```no_run
 /// # #[cfg(feature = "axum")]
@@ -348,6 +348,15 @@ pub(crate) fn peer_addr(parts: &Parts) -> Option<IpAddr> {
         .get::<axum::extract::ConnectInfo<SocketAddr>>()
     {
         return Some(a.ip());
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(info) = parts
+        .extensions
+        .get::<tonic::transport::server::TcpConnectInfo>()
+    {
+        if let Some(a) = info.remote_addr() {
+            return Some(a.ip());
+        }
     }
     if let Some(PeerAddr(a)) = parts.extensions.get::<PeerAddr>() {
         return Some(a.ip());

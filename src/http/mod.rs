@@ -35,10 +35,9 @@
 //! ```
 //!
 //! The peer address comes from the request's extensions: axum's
-//! `ConnectInfo<SocketAddr>` (feature `axum`, with `into_make_service_with_connect_info`)
+//! `ConnectInfo<SocketAddr>` (feature `axum`, with `into_make_service_with_connect_info`),
+//! tonic's `TcpConnectInfo` (feature `tonic`: a tonic server records it for every call),
 //! or [`PeerAddr`], which a plain hyper server inserts itself (see its documentation).
-//! Behind tonic, key by tonic's `TcpConnectInfo` with a closure (see
-//! [`KeyExtractor`]) or use a [`Global`] or [`HeaderKey`] policy.
 
 mod backend;
 mod body;

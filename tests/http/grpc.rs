@@ -87,3 +87,34 @@ async fn grpc_denial_is_http_200_never_429() {
     assert!(r.header("grpc-status-details-bin").is_some());
     assert!(r.header("retry-after").is_none());
 }
+
+/// Per-client limits behind tonic with no glue: `ClientIp::peer()` reads the peer tonic
+/// records for every call (`TcpConnectInfo`, feature `tonic`), so the second call from
+/// this client is denied. Without the peer the policy would not apply (a missing key
+/// is skipped by default) and both calls would pass.
+#[tokio::test]
+async fn per_client_limits_read_tonics_peer_address() {
+    use std::net::IpAddr;
+    use tollgate::http::ClientIp;
+    use tollgate::KeyedRateLimiter;
+
+    let per_ip = KeyedRateLimiter::<IpAddr>::builder(Algorithm::FixedWindow, Quota::per_minute(1))
+        .build()
+        .unwrap();
+    let policy = Policy::new("ip", per_ip, ClientIp::peer());
+    let addr = health_server(RateLimitLayer::new(policy.clone())).await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = HealthClient::new(channel);
+    let ok = client.check(HealthCheckRequest::default()).await;
+    assert!(ok.is_ok(), "{ok:?}");
+    let denied = client
+        .check(HealthCheckRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::ResourceExhausted);
+    assert_eq!(policy.missing_keys(), 0, "the peer was not found");
+}
