@@ -208,6 +208,20 @@ pub struct InsufficientCapacity {
     pub capacity: u32,
 }
 
+impl InsufficientCapacity {
+    /// `Ok` when a cost of `requested` fits a `capacity`, else this error.
+    #[inline]
+    pub(crate) fn check(requested: u32, capacity: u32) -> Result<(), Self> {
+        if requested > capacity {
+            return Err(InsufficientCapacity {
+                requested,
+                capacity,
+            });
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for InsufficientCapacity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

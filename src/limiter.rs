@@ -4,7 +4,7 @@ use crate::algorithm::booking::Booking;
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::{PackedParams, Params};
 use crate::cell::{LogCell, PackedCell};
-use crate::reservation::{max_wait_ns, too_long, Ledger, Reservation, ReserveError};
+use crate::reservation::{max_wait_ns, reservable, too_long, Ledger, Reservation, ReserveError};
 use crate::sync::{lock, CopyCell, Mutex, Swap};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use std::fmt;
@@ -189,14 +189,20 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[inline]
     pub fn check_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
-        let capacity = self.burst();
-        if n > capacity {
-            return Err(InsufficientCapacity {
-                requested: n,
-                capacity,
-            });
+        // The parameters are read once: the capacity checked is the one decided with.
+        let now = crate::algorithm::now(&self.clock);
+        match &self.engine {
+            Engine::Packed(params, cell) => {
+                let p = params.load();
+                InsufficientCapacity::check(n, p.capacity())?;
+                Ok(cell.decide(p, now, n))
+            }
+            Engine::Log(params, cell, _) => {
+                let l = params.load();
+                InsufficientCapacity::check(n, l.limit())?;
+                Ok(cell.decide(&l, now, n))
+            }
         }
-        Ok(self.decide(n))
     }
 
     /// The decision a request of cost 1 would get now, consuming nothing: whether it
@@ -264,19 +270,21 @@ impl<C: Clock> RateLimiter<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reserve(&self, n: u32, max_wait: Duration) -> Result<Reservation<'_>, ReserveError> {
-        let capacity = self.burst();
-        if n > capacity || n == 0 {
-            return Err(InsufficientCapacity {
-                requested: n,
-                capacity,
-            }
-            .into());
-        }
         let now = crate::algorithm::now(&self.clock);
         let limit = max_wait_ns(max_wait);
+        // The parameters are read once: a concurrent set_quota cannot slip a cost past
+        // the capacity it is booked with.
         let booked = match &self.engine {
-            Engine::Packed(params, cell) => cell.reserve(&params.load(), now, n, limit),
-            Engine::Log(params, cell, _) => cell.reserve(&params.load(), now, n, limit),
+            Engine::Packed(params, cell) => {
+                let p = params.load();
+                reservable(n, p.capacity())?;
+                cell.reserve(&p, now, n, limit)
+            }
+            Engine::Log(params, cell, _) => {
+                let l = params.load();
+                reservable(n, l.limit())?;
+                cell.reserve(&l, now, n, limit)
+            }
         };
         match booked {
             Ok(b) => Ok(Reservation::new(b, now, self, 0)),
@@ -484,34 +492,45 @@ impl<C: Clock> Ledger for RateLimiter<C> {
 }
 
 impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
-    fn most(&self) -> u32 {
-        self.burst()
-    }
-
-    fn book(&self, n: u32) -> (Decision, Option<Reservation<'_>>) {
+    fn book(&self, n: u32) -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity> {
         let now = crate::algorithm::now(&self.clock);
         let (d, booking) = match &self.engine {
-            Engine::Packed(params, cell) => cell.decide_booked(&params.load(), now, n),
-            Engine::Log(params, cell, _) => cell.decide_booked(&params.load(), now, n),
+            Engine::Packed(params, cell) => {
+                let p = params.load();
+                InsufficientCapacity::check(n, p.capacity())?;
+                cell.decide_booked(&p, now, n)
+            }
+            Engine::Log(params, cell, _) => {
+                let l = params.load();
+                InsufficientCapacity::check(n, l.limit())?;
+                cell.decide_booked(&l, now, n)
+            }
         };
         let booked = crate::algorithm::booking::Booked {
             wait: 0,
             decision: d,
             booking,
         };
-        (
-            d,
-            d.is_allowed()
-                .then(|| Reservation::new(booked, now, self, 0)),
-        )
+        let reservation = d
+            .is_allowed()
+            .then(|| Reservation::new(booked, now, self, 0));
+        Ok((d, reservation))
     }
 
-    fn peek_n(&self, n: u32) -> Decision {
+    fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
         let now = crate::algorithm::now(&self.clock);
-        match &self.engine {
-            Engine::Packed(params, cell) => cell.peek(&params.load(), now, n),
-            Engine::Log(params, cell, _) => cell.peek(&params.load(), now, n),
-        }
+        Ok(match &self.engine {
+            Engine::Packed(params, cell) => {
+                let p = params.load();
+                InsufficientCapacity::check(n, p.capacity())?;
+                cell.peek(&p, now, n)
+            }
+            Engine::Log(params, cell, _) => {
+                let l = params.load();
+                InsufficientCapacity::check(n, l.limit())?;
+                cell.peek(&l, now, n)
+            }
+        })
     }
 }
 

@@ -184,18 +184,17 @@ impl MultiDecision {
 }
 
 pub(crate) mod sealed {
-    use crate::{Decision, Reservation};
+    use crate::{Decision, InsufficientCapacity, Reservation};
 
     /// What [`Limit`](super::Limit) needs of a limiter; not implementable outside the
     /// crate, so that the all-or-nothing protocol stays the engine's own.
     pub trait Sealed: Sync {
-        /// The most admitted at once.
-        fn most(&self) -> u32;
-        /// Decides `n` (at most [`most`](Self::most)) now; when admitted, the booking
-        /// to roll back.
-        fn book(&self, n: u32) -> (Decision, Option<Reservation<'_>>);
-        /// What deciding `n` now would give, consuming nothing.
-        fn peek_n(&self, n: u32) -> Decision;
+        /// Decides `n` now; when admitted, the booking to roll back. An error when
+        /// `n` exceeds the capacity of the parameters it would be decided with.
+        fn book(&self, n: u32)
+            -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity>;
+        /// What deciding `n` now would give, consuming nothing (the same error).
+        fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity>;
     }
 }
 
@@ -236,7 +235,8 @@ const INLINE: usize = 4;
 /// # Errors
 ///
 /// [`InsufficientCapacity`](crate::InsufficientCapacity) when `n` exceeds some limit's
-/// capacity (the request could never be admitted); nothing is consumed.
+/// capacity (the request could never be admitted): the first such limit's, and what
+/// the limits before it booked is rolled back.
 ///
 /// # Example
 ///
@@ -257,24 +257,27 @@ pub fn check_all(
     limits: &[&dyn Limit],
     n: u32,
 ) -> Result<MultiDecision, crate::InsufficientCapacity> {
-    if let Some(most) = limits.iter().map(|l| l.most()).filter(|&m| n > m).min() {
-        return Err(crate::InsufficientCapacity {
-            requested: n,
-            capacity: most,
-        });
-    }
     let mut decisions = Decisions::with_capacity(limits.len());
     // The bookings to roll back on a denial: on the stack for the usual few limits.
     let mut first: [Option<crate::Reservation<'_>>; INLINE] = Default::default();
     let mut more = Vec::new();
     let mut denied = false;
+    let mut impossible = None;
     for (i, limit) in limits.iter().enumerate() {
-        if denied {
-            decisions.push(limit.peek_n(n));
-            continue;
-        }
-        let (d, reservation) = limit.book(n);
-        denied = !d.is_allowed();
+        let outcome = if denied {
+            limit.peek_n(n).map(|d| (d, None))
+        } else {
+            limit.book(n)
+        };
+        let (d, reservation) = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                impossible = Some(e);
+                denied = true;
+                break;
+            }
+        };
+        denied |= !d.is_allowed();
         decisions.push(d);
         match first.get_mut(i) {
             Some(slot) => *slot = reservation,
@@ -289,6 +292,9 @@ pub fn check_all(
         for r in first.into_iter().rev().flatten() {
             r.roll_back();
         }
+    }
+    if let Some(e) = impossible {
+        return Err(e);
     }
     Ok(MultiDecision { decisions })
 }

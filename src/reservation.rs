@@ -254,6 +254,19 @@ pub(crate) fn max_wait_ns(max_wait: Duration) -> u64 {
     crate::clock::duration_to_nanos(max_wait).min(crate::algorithm::booking::MAX_WAIT_NS)
 }
 
+/// `Ok` when a booking of `n` can ever fit a `capacity` (a booking of 0 books
+/// nothing, so it is refused too).
+pub(crate) fn reservable(n: u32, capacity: u32) -> Result<(), ReserveError> {
+    if n == 0 {
+        return Err(InsufficientCapacity {
+            requested: 0,
+            capacity,
+        }
+        .into());
+    }
+    Ok(InsufficientCapacity::check(n, capacity)?)
+}
+
 /// The error for a booking refused because its wait exceeded `max_wait`.
 pub(crate) fn too_long(wait: u64, max_wait: Duration) -> ReserveError {
     ReserveError::TooLong {

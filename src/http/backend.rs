@@ -178,25 +178,20 @@ impl Future for Acquire {
 #[derive(Debug)]
 pub struct Undo(pub(crate) crate::reservation::Undo);
 
-/// An in-process admission of `cost` (at most `most`) through `book`: the decision,
-/// and when admitted the token that gives it back.
+/// An in-process admission of `cost` through `book`: the decision (or the error of a
+/// cost that can never fit), and when admitted the token that gives it back.
 fn booked<'a>(
-    most: u32,
-    cost: u32,
-    book: impl FnOnce(u32) -> (Decision, Option<crate::Reservation<'a>>),
+    booked: Result<(Decision, Option<crate::Reservation<'a>>), crate::InsufficientCapacity>,
 ) -> (Acquire, Option<Undo>) {
-    if cost > most {
-        let e = crate::InsufficientCapacity {
-            requested: cost,
-            capacity: most,
-        };
-        return (Acquire::ready(Err(e.into())), None);
+    match booked {
+        Ok((d, reservation)) => {
+            let undo = reservation
+                .and_then(crate::Reservation::into_undo)
+                .map(Undo);
+            (Acquire::ready(Ok(d)), undo)
+        }
+        Err(e) => (Acquire::ready(Err(e.into())), None),
     }
-    let (d, reservation) = book(cost);
-    let undo = reservation
-        .and_then(crate::Reservation::into_undo)
-        .map(Undo);
-    (Acquire::ready(Ok(d)), undo)
 }
 
 /// A limiter the HTTP layer can ask, keyed by `K`.
@@ -342,9 +337,7 @@ impl<C: Clock> Backend<()> for RateLimiter<C> {
     }
 
     fn acquire_undoable(&self, _key: &(), cost: u32) -> (Acquire, Option<Undo>) {
-        booked(crate::multi::sealed::Sealed::most(self), cost, |n| {
-            crate::multi::sealed::Sealed::book(self, n)
-        })
+        booked(crate::multi::sealed::Sealed::book(self, cost))
     }
 
     fn undo(&self, _key: &(), undo: Undo) -> bool {
@@ -371,10 +364,7 @@ where
     }
 
     fn acquire_undoable(&self, key: &K, cost: u32) -> (Acquire, Option<Undo>) {
-        let limit = self.limit(key);
-        booked(crate::multi::sealed::Sealed::most(&limit), cost, |n| {
-            crate::multi::sealed::Sealed::book(&limit, n)
-        })
+        booked(crate::multi::sealed::Sealed::book(&self.limit(key), cost))
     }
 
     fn undo(&self, _key: &K, undo: Undo) -> bool {

@@ -75,68 +75,79 @@ async fn get(mut acquire: Acquire, at_once: bool) -> Result<Decision, BackendErr
 /// back when the backend made one.
 type Taken = (usize, u32, Option<Undo>);
 
-/// Gives back what the policies in `taken` acquired: exactly, through the backend's
-/// [`Undo`] token where it made one, else by its best effort
-/// ([`Backend::release`](super::Backend::release)). Newest first.
-fn release(policies: &[Policy], parts: &Parts, taken: &mut Vec<Taken>) {
-    while let Some((i, cost, undo)) = taken.pop() {
-        let engine = &policies[i].engine;
-        match undo {
-            Some(u) => {
-                engine.undo(parts, u);
-            }
-            None => {
-                engine.release(parts, cost);
+/// The enforced policies' admissions so far on one request: what each took (to give
+/// back if a later policy ends the request) and what each reported.
+struct Admissions<'a> {
+    policies: &'a [Policy],
+    parts: &'a Parts,
+    taken: Vec<Taken>,
+    reports: Vec<Report>,
+}
+
+impl Admissions<'_> {
+    /// Gives back what the policies acquired: exactly, through the backend's [`Undo`]
+    /// token where it made one, else by its best effort
+    /// ([`Backend::release`](super::Backend::release)). Newest first.
+    fn release(&mut self) {
+        while let Some((i, cost, undo)) = self.taken.pop() {
+            let engine = &self.policies[i].engine;
+            match undo {
+                Some(u) => {
+                    engine.undo(self.parts, u);
+                }
+                None => {
+                    engine.release(self.parts, cost);
+                }
             }
         }
     }
-}
 
-/// Takes in enforced policy `i`'s answer to acquiring `cost`: an admission is recorded
-/// (in `taken` and `reports`) and `None` returned; anything else gives back what the
-/// earlier policies took and is the verdict that ends the request.
-#[allow(clippy::too_many_arguments)]
-fn settle(
-    answer: Result<Decision, BackendError>,
-    i: usize,
-    cost: u32,
-    undo: Option<Undo>,
-    policies: &[Policy],
-    parts: &Parts,
-    taken: &mut Vec<Taken>,
-    reports: &mut Vec<Report>,
-) -> Option<Verdict> {
-    let end = match answer {
-        Ok(d) if d.is_allowed() => {
-            taken.push((i, cost, undo));
-            reports.push(Report {
+    /// Takes in enforced policy `i`'s answer to acquiring `cost` (with its undo token):
+    /// an admission is recorded and `None` returned; anything else gives back what the
+    /// earlier policies took and is the verdict that ends the request.
+    fn settle(
+        &mut self,
+        answer: Result<Decision, BackendError>,
+        i: usize,
+        cost: u32,
+        undo: Option<Undo>,
+    ) -> Option<Verdict> {
+        let end = match answer {
+            Ok(d) if d.is_allowed() => {
+                self.taken.push((i, cost, undo));
+                self.reports.push(Report {
+                    policy: i,
+                    decision: Some(d),
+                });
+                return None;
+            }
+            Ok(d) => Verdict::Deny(Reports::One(Report {
                 policy: i,
                 decision: Some(d),
-            });
-            return None;
-        }
-        Ok(d) => Verdict::Deny(Reports::One(Report {
-            policy: i,
-            decision: Some(d),
-        })),
-        Err(BackendError::Capacity(_)) => Verdict::Deny(Reports::One(Report {
-            policy: i,
-            decision: None,
-        })),
-        Err(e) => Verdict::Failed(i, e),
-    };
-    release(policies, parts, taken);
-    Some(end)
+            })),
+            Err(BackendError::Capacity(_)) => Verdict::Deny(Reports::One(Report {
+                policy: i,
+                decision: None,
+            })),
+            Err(e) => Verdict::Failed(i, e),
+        };
+        self.release();
+        Some(end)
+    }
 }
 
 /// Decides one request. With `at_once`, every backend answers without waiting and the
 /// future completes on its first poll.
 pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) -> Verdict {
     let enforced = policies.iter().filter(|p| !p.shadow).count();
-    let mut reports = Vec::with_capacity(policies.len());
-    // Policies already decided (in the peek phase), and what each acquired.
+    let mut admitted = Admissions {
+        policies,
+        parts,
+        taken: Vec::new(),
+        reports: Vec::with_capacity(policies.len()),
+    };
+    // Policies already decided (in the peek phase).
     let mut settled = vec![false; policies.len()];
-    let mut taken: Vec<Taken> = Vec::new();
 
     if enforced > 1 {
         // Peek every enforced policy first: one that cannot admit denies the request
@@ -161,16 +172,7 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
                         continue;
                     };
                     let answer = get(acq, at_once).await;
-                    if let Some(end) = settle(
-                        answer,
-                        i,
-                        cost,
-                        undo,
-                        policies,
-                        parts,
-                        &mut taken,
-                        &mut reports,
-                    ) {
+                    if let Some(end) = admitted.settle(answer, i, cost, undo) {
                         return end;
                     }
                     // Capacity came back since the peek: keep it.
@@ -188,22 +190,13 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
         let Some((acq, undo)) = p.engine.acquire_undoable(parts, cost) else {
             p.count_missing();
             if let MissingKey::Reject(status) = p.missing {
-                release(policies, parts, &mut taken);
+                admitted.release();
                 return Verdict::Reject(i, status);
             }
             continue;
         };
         let answer = get(acq, at_once).await;
-        if let Some(end) = settle(
-            answer,
-            i,
-            cost,
-            undo,
-            policies,
-            parts,
-            &mut taken,
-            &mut reports,
-        ) {
+        if let Some(end) = admitted.settle(answer, i, cost, undo) {
             return end;
         }
     }
@@ -216,13 +209,13 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
         };
         // A shadow policy's failure never touches the request.
         if let Ok(d) = get(acq, at_once).await {
-            reports.push(Report {
+            admitted.reports.push(Report {
                 policy: i,
                 decision: Some(d),
             });
         }
     }
-    Verdict::Pass(Reports::Many(reports))
+    Verdict::Pass(Reports::Many(admitted.reports))
 }
 
 struct Noop;

@@ -216,8 +216,7 @@ impl LogTable {
     }
 
     /// One decision for the key hashed to `h` at `now`, for `cost <= capacity`.
-    pub(crate) fn decide(&self, h: u64, now: u64, cost: u32, tier: usize) -> Decision {
-        let params = self.params_in(tier);
+    pub(crate) fn decide(&self, h: u64, now: u64, cost: u32, params: SlidingLog) -> Decision {
         let placed = self.run(
             h,
             now,
@@ -258,9 +257,8 @@ impl LogTable {
 
     /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
     /// logging and inserting nothing.
-    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, tier: usize) -> Decision {
+    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, params: SlidingLog) -> Decision {
         let fp = fingerprint(h);
-        let params = self.params_in(tier);
         match self.find(fp, &self.geo.locate(h)) {
             Some((i, e)) => params.peek(&self.ring(i, e.cursor), now, cost),
             None => params.fresh(cost),

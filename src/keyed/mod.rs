@@ -617,8 +617,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[inline]
     pub fn check(&self, key: &K) -> Decision {
-        // Every capacity is at least 1, so a cost of 1 always fits.
-        self.decide(key, 1)
+        self.check_one(key, 0)
     }
 
     /// Decides one request of cost `n` for `key`, now. A cost of 0 changes nothing
@@ -642,14 +641,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[inline]
     pub fn check_n(&self, key: &K, n: u32) -> Result<Decision, InsufficientCapacity> {
-        let burst = self.burst();
-        if n > burst {
-            return Err(InsufficientCapacity {
-                requested: n,
-                capacity: burst,
-            });
-        }
-        Ok(self.decide(key, n))
+        self.check_in(key, n, 0)
     }
 
     /// The decision a request of cost 1 for `key` would get now, consuming nothing and
@@ -675,11 +667,16 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
 
     /// What `n` for `key` under tier `tier` would get now, consuming nothing.
     pub(crate) fn peek_in(&self, key: &K, n: u32, tier: usize) -> Decision {
-        let h = self.hasher.hash_one(key);
+        self.peek_hashed(self.hasher.hash_one(key), n, tier)
+    }
+
+    /// What `n` (at most the tier's capacity) for the key hashed to `h` under tier
+    /// `tier` would get now, consuming nothing.
+    pub(crate) fn peek_hashed(&self, h: u64, n: u32, tier: usize) -> Decision {
         let now = self.now();
         match &self.table {
-            Table::Packed(t) => t.peek(h, now, n, tier),
-            Table::Log(t) => t.peek(h, now, n, tier),
+            Table::Packed(t) => t.peek(h, now, n, t.params_in(tier)),
+            Table::Log(t) => t.peek(h, now, n, t.params_in(tier)),
         }
     }
 
@@ -688,18 +685,38 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         crate::algorithm::now(&self.clock)
     }
 
+    /// One request of cost 1 for `key` under tier `tier` (< the number of tiers):
+    /// every capacity is at least 1, so it always fits.
     #[inline]
-    fn decide(&self, key: &K, n: u32) -> Decision {
-        self.decide_in(key, n, 0)
-    }
-
-    /// One decision for `key` under tier `tier` (< the number of tiers).
-    #[inline]
-    pub(crate) fn decide_in(&self, key: &K, n: u32, tier: usize) -> Decision {
+    pub(crate) fn check_one(&self, key: &K, tier: usize) -> Decision {
         let h = self.hasher.hash_one(key);
         match &self.table {
-            Table::Packed(t) => t.decide(h, || self.now(), n, tier),
-            Table::Log(t) => t.decide(h, self.now(), n, tier),
+            Table::Packed(t) => t.decide(h, || self.now(), 1, t.params_in(tier)),
+            Table::Log(t) => t.decide(h, self.now(), 1, t.params_in(tier)),
+        }
+    }
+
+    /// One request of cost `n` for `key` under tier `tier`, checked against the
+    /// capacity of the parameters it is then decided with (read once).
+    #[inline]
+    pub(crate) fn check_in(
+        &self,
+        key: &K,
+        n: u32,
+        tier: usize,
+    ) -> Result<Decision, InsufficientCapacity> {
+        let h = self.hasher.hash_one(key);
+        match &self.table {
+            Table::Packed(t) => {
+                let p = t.params_in(tier);
+                InsufficientCapacity::check(n, p.capacity())?;
+                Ok(t.decide(h, || self.now(), n, p))
+            }
+            Table::Log(t) => {
+                let p = t.params_in(tier);
+                InsufficientCapacity::check(n, p.limit())?;
+                Ok(t.decide(h, self.now(), n, p))
+            }
         }
     }
 

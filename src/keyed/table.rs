@@ -300,11 +300,17 @@ impl PackedTable {
         }
     }
 
-    /// One decision for the key hashed to `h`, at `now()` (re-read when the request
-    /// has to start over), for `cost <= capacity`.
+    /// One decision for the key hashed to `h` under `params` (one tier's, read once by
+    /// the caller), at `now()` (re-read when the request has to start over), for
+    /// `cost <= capacity`.
     #[inline]
-    pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, tier: usize) -> Decision {
-        let params = self.params_in(tier);
+    pub(crate) fn decide(
+        &self,
+        h: u64,
+        now: impl Fn() -> u64,
+        cost: u32,
+        params: PackedParams,
+    ) -> Decision {
         // The fast path: the key is present and its slot keeps it. The loop computes
         // only the next state; the decision is computed once, from the state the
         // winning compare-and-swap replaced (the step is pure). Carrying the 40-byte
@@ -411,8 +417,7 @@ impl PackedTable {
 
     /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
     /// writing and inserting nothing.
-    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, tier: usize) -> Decision {
-        let params = self.params_in(tier);
+    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, params: PackedParams) -> Decision {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
         match self.scan(fp, &loc) {

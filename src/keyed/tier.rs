@@ -84,7 +84,7 @@ impl<'a, K: Hash + ?Sized, C: Clock> Tier<'a, K, C> {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn check(&self, key: &K) -> Decision {
-        self.limiter.decide_in(key, 1, self.tier)
+        self.limiter.check_one(key, self.tier)
     }
 
     /// Decides one request of cost `n` for `key` under this tier, now.
@@ -105,14 +105,7 @@ impl<'a, K: Hash + ?Sized, C: Clock> Tier<'a, K, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn check_n(&self, key: &K, n: u32) -> Result<Decision, InsufficientCapacity> {
-        let burst = self.burst();
-        if n > burst {
-            return Err(InsufficientCapacity {
-                requested: n,
-                capacity: burst,
-            });
-        }
-        Ok(self.limiter.decide_in(key, n, self.tier))
+        self.limiter.check_in(key, n, self.tier)
     }
 
     /// What a request of cost 1 for `key` would get under this tier now, consuming

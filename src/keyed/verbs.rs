@@ -4,7 +4,7 @@ use super::table::Placed;
 use super::{KeyedRateLimiter, Table};
 use crate::algorithm::booking::{Booked, Booking};
 use crate::algorithm::Params;
-use crate::reservation::{max_wait_ns, too_long, Ledger, Reservation, ReserveError};
+use crate::reservation::{max_wait_ns, reservable, too_long, Ledger, Reservation, ReserveError};
 use crate::sync::lock;
 use crate::{Clock, ConfigError, Decision, InsufficientCapacity, Quota};
 use std::hash::Hash;
@@ -59,19 +59,13 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         max_wait: Duration,
         tier: usize,
     ) -> Result<Reservation<'_>, ReserveError> {
-        let burst = self.burst_in(tier);
-        if n > burst || n == 0 {
-            return Err(InsufficientCapacity {
-                requested: n,
-                capacity: burst,
-            }
-            .into());
-        }
         let h = self.hasher.hash_one(key);
         let limit = max_wait_ns(max_wait);
+        // The parameters are read once: the capacity checked is the one booked with.
         let placed = match &self.table {
             Table::Packed(t) => {
                 let params = t.params_in(tier);
+                reservable(n, params.capacity())?;
                 t.run(
                     h,
                     || self.now(),
@@ -84,6 +78,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
             }
             Table::Log(t) => {
                 let params = t.params_in(tier);
+                reservable(n, params.limit())?;
                 t.run(
                     h,
                     self.now(),
@@ -416,17 +411,14 @@ impl<K: Hash + ?Sized, C: Clock> std::fmt::Debug for KeyLimit<'_, K, C> {
 }
 
 impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K, C> {
-    fn most(&self) -> u32 {
-        self.limiter.burst_in(self.tier)
-    }
-
-    fn book(&self, n: u32) -> (Decision, Option<Reservation<'_>>) {
+    fn book(&self, n: u32) -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity> {
         let l = self.limiter;
         let placed = match &l.table {
             Table::Packed(t) => {
                 // As the table's `decide`: only the next state inside the
                 // compare-and-swap loop, the decision and booking once after.
                 let params = t.params_in(self.tier);
+                InsufficientCapacity::check(n, params.capacity())?;
                 let placed = t.run(
                     self.hash,
                     || l.now(),
@@ -446,6 +438,7 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
             }
             Table::Log(t) => {
                 let params = t.params_in(self.tier);
+                InsufficientCapacity::check(n, params.limit())?;
                 t.run(
                     self.hash,
                     l.now(),
@@ -486,15 +479,23 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
         let reservation = d
             .is_allowed()
             .then(|| Reservation::new(booked, 0, l, self.hash));
-        (d, reservation)
+        Ok((d, reservation))
     }
 
-    fn peek_n(&self, n: u32) -> Decision {
+    fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
         let l = self.limiter;
         let now = l.now();
-        match &l.table {
-            Table::Packed(t) => t.peek(self.hash, now, n, self.tier),
-            Table::Log(t) => t.peek(self.hash, now, n, self.tier),
-        }
+        Ok(match &l.table {
+            Table::Packed(t) => {
+                let p = t.params_in(self.tier);
+                InsufficientCapacity::check(n, p.capacity())?;
+                t.peek(self.hash, now, n, p)
+            }
+            Table::Log(t) => {
+                let p = t.params_in(self.tier);
+                InsufficientCapacity::check(n, p.limit())?;
+                t.peek(self.hash, now, n, p)
+            }
+        })
     }
 }

@@ -535,18 +535,27 @@ impl Inner {
         let shard = self.shard(key);
         shard.decisions.fetch_add(1, Ordering::Relaxed);
         let mut table = lock(&shard.table);
-        if !table.contains_key(key) {
-            if table.len() >= self.shard_cap {
-                drop(table);
-                self.untracked.fetch_add(1, Ordering::Relaxed);
-                let wait = p - t % p;
-                return Decision::deny(plan.limit(), 0, wait, wait);
-            }
-            table.insert(key.into(), Entry::new(k_now, p));
+        // One lookup for a tracked key; a new key is inserted only when its shard has
+        // room.
+        if let Some(entry) = table.get_mut(key) {
+            return Self::decide_entry(entry, &plan, t, n);
         }
-        let Some(entry) = table.get_mut(key) else {
-            unreachable!("inserted above under the same lock")
-        };
+        if table.len() >= self.shard_cap {
+            drop(table);
+            self.untracked.fetch_add(1, Ordering::Relaxed);
+            let wait = p - t % p;
+            return Decision::deny(plan.limit(), 0, wait, wait);
+        }
+        let entry = table
+            .entry(key.into())
+            .or_insert_with(|| Entry::new(k_now, p));
+        Self::decide_entry(entry, &plan, t, n)
+    }
+
+    /// One decision on a key's entry (under its shard's lock) at `t` for `n`.
+    fn decide_entry(entry: &mut Entry, plan: &Plan, t: u64, n: u32) -> Decision {
+        let p = plan.period_ns;
+        let k_now = t / p;
         if entry.period_ns != p {
             // set_quota changed the period: the windows restart.
             *entry = Entry::new(k_now, p);
