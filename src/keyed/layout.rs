@@ -12,7 +12,7 @@
 //!   windows of [`WINDOW`] slots (192 bytes, three cache lines each), probed interleaved
 //!   (see [`Location::probe`]).
 
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{AtomicU64, Mutex, Ordering, Swap, Words};
 use crate::{ConfigError, Decision};
 use crossbeam_utils::CachePadded;
 
@@ -332,6 +332,9 @@ impl Shard {
 pub(crate) struct Stripes {
     /// `STRIPES` owned stripes, then the shared overflow stripe.
     stripes: Box<[CachePadded<Stripe>]>,
+    /// Whether decisions are counted (the builder's `stats(false)` turns the
+    /// per-decision update off).
+    on: bool,
 }
 
 /// One thread's pair of hot counters.
@@ -394,18 +397,21 @@ mod thread_id {
 }
 
 impl Stripes {
-    pub(crate) fn new() -> Self {
+    /// Stripes that count decisions when `on`.
+    pub(crate) fn new(on: bool) -> Self {
         Stripes {
             stripes: (0..=STRIPES)
                 .map(|_| CachePadded::new(Stripe::default()))
                 .collect(),
+            on,
         }
     }
 
-    /// Counts a decision of cost `cost` (peeks of cost 0 are not counted).
+    /// Counts a decision of cost `cost` (peeks of cost 0 are not counted; nothing is
+    /// when the stripes are off).
     #[inline]
     pub(crate) fn count(&self, cost: u32, d: &crate::Decision) {
-        if cost == 0 {
+        if cost == 0 || !self.on {
             return;
         }
         #[cfg(not(tollgate_loom))]
@@ -435,6 +441,39 @@ impl Stripes {
 
     /// What [`memory_bytes`](Self::memory_bytes) reports, known before allocating.
     pub(crate) const BYTES: usize = (STRIPES + 1) * std::mem::size_of::<CachePadded<Stripe>>();
+}
+
+/// Each quota tier's parameters (tier 0 is the builder's quota), fixed in number at
+/// build, each replaceable at run time by `set_quota`; deciders read one tier's once
+/// per decision (see [`Swap`](crate::sync::Swap)).
+pub(crate) struct Tiers<P: Words>(Box<[Swap<P>]>);
+
+impl<P: Words> Tiers<P> {
+    /// The tiers `all`, tier 0 first.
+    pub(crate) fn new(all: Vec<P>) -> Self {
+        Tiers(all.into_iter().map(Swap::new).collect())
+    }
+
+    /// Tier `tier`'s parameters (`tier` < the number of tiers, checked by callers).
+    #[inline]
+    pub(crate) fn get(&self, tier: usize) -> P {
+        self.0[tier].load()
+    }
+
+    /// Replaces tier `tier`'s parameters.
+    pub(crate) fn set(&self, tier: usize, params: P) {
+        self.0[tier].store(params);
+    }
+
+    /// The bytes `n` tiers take, known before allocating.
+    pub(crate) fn bytes(n: usize) -> usize {
+        n * std::mem::size_of::<Swap<P>>()
+    }
+
+    /// The bytes these tiers take.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        Self::bytes(self.0.len())
+    }
 }
 
 /// What a replacing claim learns from one pass over a key's two windows: the first
@@ -578,7 +617,7 @@ mod tests {
     /// others count: no increment is lost.
     #[test]
     fn stripes_count_every_decision_from_any_number_of_threads() {
-        let stripes = std::sync::Arc::new(Stripes::new());
+        let stripes = std::sync::Arc::new(Stripes::new(true));
         let ok = crate::Decision::allow(1, 0, 0, 0);
         let no = crate::Decision::deny(1, 0, 1, 1);
         for round in 0..3 {

@@ -22,12 +22,12 @@
 
 use super::layout::{
     fingerprint, new_shards, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes,
-    Totals,
+    Tiers, Totals,
 };
 use super::table::Placed;
 use super::OnFull;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
-use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering, PlainAtomicU64, Swap};
+use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering, PlainAtomicU64};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 
@@ -55,13 +55,9 @@ pub(crate) struct LogTable {
     shards: Box<[CachePadded<Shard>]>,
     claims: ClaimLocks,
     counts: Stripes,
-    /// Whether decisions are counted in `counts` (the builder's `stats(false)` turns
-    /// the per-decision stripe update off).
-    counting: bool,
     geo: Geometry,
-    /// The parameters of each tier (tier 0 is the builder's quota; all share the
-    /// period), fixed in number at build, each replaceable by `set_quota`.
-    params: Box<[Swap<SlidingLog>]>,
+    /// Each tier's parameters.
+    params: Tiers<SlidingLog>,
     /// Timestamps per ring, fixed at build (the largest limit built with).
     ring_len: usize,
     on_full: OnFull,
@@ -73,7 +69,7 @@ impl LogTable {
     pub(crate) fn bytes_for(geo: &Geometry, ring_len: u32, tiers: usize) -> Option<usize> {
         let n = geo.slots();
         n.checked_mul(ring_len as usize * std::mem::size_of::<u64>())?
-            .checked_add(tiers * std::mem::size_of::<Swap<SlidingLog>>())?
+            .checked_add(Tiers::<SlidingLog>::bytes(tiers))?
             .checked_add(n.checked_mul(std::mem::size_of::<Slot>())?)?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
             .checked_add(ClaimLocks::bytes(n))?
@@ -85,6 +81,7 @@ impl LogTable {
         geo: Geometry,
         tiers: Vec<SlidingLog>,
         on_full: OnFull,
+        stats: bool,
     ) -> Result<Self, crate::ConfigError> {
         let n = geo.slots();
         let too_big = || crate::ConfigError::InvalidCapacity {
@@ -113,10 +110,9 @@ impl LogTable {
             stamps: stamps.into_boxed_slice(),
             shards: new_shards(geo.shards()),
             claims: ClaimLocks::new(n),
-            counts: Stripes::new(),
-            counting: true,
+            counts: Stripes::new(stats),
             geo,
-            params: tiers.into_iter().map(Swap::new).collect(),
+            params: Tiers::new(tiers),
             ring_len: limit,
             on_full,
         })
@@ -126,7 +122,7 @@ impl LogTable {
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.slots)
             + std::mem::size_of_val(&*self.stamps)
-            + std::mem::size_of_val(&*self.params)
+            + self.params.memory_bytes()
             + std::mem::size_of_val(&*self.shards)
             + ClaimLocks::bytes(self.slots.len())
             + self.counts.memory_bytes()
@@ -137,35 +133,14 @@ impl LogTable {
         self.ring_len * std::mem::size_of::<u64>()
     }
 
-    /// The algorithm's parameters.
-    pub(crate) fn params(&self) -> SlidingLog {
-        self.params[0].load()
+    /// Each tier's parameters.
+    pub(crate) fn tiers(&self) -> &Tiers<SlidingLog> {
+        &self.params
     }
 
-    /// Tier `tier`'s parameters (`tier` < the number of tiers, checked by callers).
-    #[inline]
-    pub(crate) fn params_in(&self, tier: usize) -> SlidingLog {
-        self.params[tier].load()
-    }
-
-    /// Counts a decision of `cost` in the stats (unless `stats(false)`).
-    #[inline]
-    pub(crate) fn count(&self, cost: u32, d: &Decision) {
-        if self.counting {
-            self.counts.count(cost, d);
-        }
-    }
-
-    /// This table, not counting decisions (`stats(false)`).
-    pub(crate) fn without_stats(mut self) -> Self {
-        self.counting = false;
-        self
-    }
-
-    /// Replaces the parameters (`set_quota`, with a limit of at most the ring
-    /// length); deciders read them once per decision.
-    pub(crate) fn set_params(&self, tier: usize, params: SlidingLog) {
-        self.params[tier].store(params);
+    /// The decision counters (`stats`).
+    pub(crate) fn counts(&self) -> &Stripes {
+        &self.counts
     }
 
     /// Timestamps per ring, fixed at build.
@@ -207,7 +182,7 @@ impl LogTable {
             let e = lock(&s.entry);
             if e.fp != 0 {
                 occupied += 1;
-                if !self.params().cursor_is_idle(e.cursor, now) {
+                if !self.params.get(0).cursor_is_idle(e.cursor, now) {
                     active += 1;
                 }
             }
@@ -229,7 +204,7 @@ impl LogTable {
             Placed::Absent(d) => return d,
             Placed::Stored(d) | Placed::Untracked(d) | Placed::Refused(d) => d,
         };
-        self.count(cost, &d);
+        self.counts.count(cost, &d);
         d
     }
 
@@ -305,12 +280,12 @@ impl LogTable {
                 }
                 if e.fp == 0 {
                     empty.free(wi, (i, 0));
-                } else if self.params().cursor_is_idle(e.cursor, now) {
+                } else if self.params.get(0).cursor_is_idle(e.cursor, now) {
                     idle.free(wi, (i, e.fp));
                 } else {
                     empty.live(wi);
                     idle.live(wi);
-                    idle.rank((i, e.fp), self.params().cursor_idle_at(e.cursor));
+                    idle.rank((i, e.fp), self.params.get(0).cursor_idle_at(e.cursor));
                 }
             }
             // Between the scan and the slot's lock, a claim of another key may have
@@ -324,7 +299,7 @@ impl LogTable {
             }
             if let Some((i, seen)) = idle.target() {
                 let mut e = lock(&self.slots[i].entry);
-                if e.fp == seen && self.params().cursor_is_idle(e.cursor, now) {
+                if e.fp == seen && self.params.get(0).cursor_is_idle(e.cursor, now) {
                     shard.stamp(now);
                     Shard::bump(&shard.idle_reclaims);
                     return Placed::Stored(self.install(i, &mut e, fp, now, f));
@@ -347,7 +322,7 @@ impl LogTable {
                 }
                 _ => {
                     Shard::bump(&shard.refused);
-                    Placed::Refused(idle.refusal(self.params().limit(), now))
+                    Placed::Refused(idle.refusal(self.params.get(0).limit(), now))
                 }
             };
         }

@@ -566,14 +566,8 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
         let tiers = self.tier_params()?;
         let geo = Geometry::new(self.max_keys, self.shards)?;
         let table = match split(tiers) {
-            Split::Packed(p) => {
-                let t = PackedTable::new(geo, p, self.on_full)?;
-                Table::Packed(if self.stats { t } else { t.without_stats() })
-            }
-            Split::Log(l) => {
-                let t = LogTable::new(geo, l, self.on_full)?;
-                Table::Log(if self.stats { t } else { t.without_stats() })
-            }
+            Split::Packed(p) => Table::Packed(PackedTable::new(geo, p, self.on_full, self.stats)?),
+            Split::Log(l) => Table::Log(LogTable::new(geo, l, self.on_full, self.stats)?),
         };
         let hasher = match self.seed {
             Some(s) => ahash::RandomState::with_seeds(
@@ -675,8 +669,8 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     pub(crate) fn peek_hashed(&self, h: u64, n: u32, tier: usize) -> Decision {
         let now = self.now();
         match &self.table {
-            Table::Packed(t) => t.peek(h, now, n, t.params_in(tier)),
-            Table::Log(t) => t.peek(h, now, n, t.params_in(tier)),
+            Table::Packed(t) => t.peek(h, now, n, t.tiers().get(tier)),
+            Table::Log(t) => t.peek(h, now, n, t.tiers().get(tier)),
         }
     }
 
@@ -691,8 +685,8 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     pub(crate) fn check_one(&self, key: &K, tier: usize) -> Decision {
         let h = self.hasher.hash_one(key);
         match &self.table {
-            Table::Packed(t) => t.decide(h, || self.now(), 1, t.params_in(tier)),
-            Table::Log(t) => t.decide(h, self.now(), 1, t.params_in(tier)),
+            Table::Packed(t) => t.decide(h, || self.now(), 1, t.tiers().get(tier)),
+            Table::Log(t) => t.decide(h, self.now(), 1, t.tiers().get(tier)),
         }
     }
 
@@ -708,12 +702,12 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         let h = self.hasher.hash_one(key);
         match &self.table {
             Table::Packed(t) => {
-                let p = t.params_in(tier);
+                let p = t.tiers().get(tier);
                 InsufficientCapacity::check(n, p.capacity())?;
                 Ok(t.decide(h, || self.now(), n, p))
             }
             Table::Log(t) => {
-                let p = t.params_in(tier);
+                let p = t.tiers().get(tier);
                 InsufficientCapacity::check(n, p.limit())?;
                 Ok(t.decide(h, self.now(), n, p))
             }
@@ -779,8 +773,8 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// Tier `tier`'s burst.
     pub(crate) fn burst_in(&self, tier: usize) -> u32 {
         match &self.table {
-            Table::Packed(t) => t.params_in(tier).capacity(),
-            Table::Log(t) => t.params_in(tier).limit(),
+            Table::Packed(t) => t.tiers().get(tier).capacity(),
+            Table::Log(t) => t.tiers().get(tier).limit(),
         }
     }
 

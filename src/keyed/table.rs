@@ -49,11 +49,11 @@
 
 use super::layout::{
     fingerprint, new_shards, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes,
-    Totals,
+    Tiers, Totals,
 };
 use super::OnFull;
 use crate::algorithm::PackedParams;
-use crate::sync::{lock, AtomicU128, Ordering, Swap};
+use crate::sync::{lock, AtomicU128, Ordering};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 
@@ -106,13 +106,9 @@ pub(crate) struct PackedTable {
     shards: Box<[CachePadded<Shard>]>,
     claims: ClaimLocks,
     counts: Stripes,
-    /// Whether decisions are counted in `counts` (the builder's `stats(false)` turns
-    /// the per-decision stripe update off).
-    counting: bool,
     geo: Geometry,
-    /// The parameters of each tier (tier 0 is the builder's quota), fixed in number
-    /// at build, each replaceable by `set_quota`.
-    params: Box<[Swap<PackedParams>]>,
+    /// Each tier's parameters.
+    params: Tiers<PackedParams>,
     on_full: OnFull,
 }
 
@@ -123,7 +119,7 @@ impl PackedTable {
         geo.slots()
             .div_ceil(4)
             .checked_mul(std::mem::size_of::<Line>())?
-            .checked_add(tiers * std::mem::size_of::<Swap<PackedParams>>())?
+            .checked_add(Tiers::<PackedParams>::bytes(tiers))?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
             .checked_add(ClaimLocks::bytes(geo.slots()))?
             .checked_add(Stripes::BYTES)
@@ -134,6 +130,7 @@ impl PackedTable {
         geo: Geometry,
         tiers: Vec<PackedParams>,
         on_full: OnFull,
+        stats: bool,
     ) -> Result<Self, crate::ConfigError> {
         let n = geo.slots().div_ceil(4);
         let mut lines = Vec::new();
@@ -148,10 +145,9 @@ impl PackedTable {
             lines: lines.into_boxed_slice(),
             shards: new_shards(geo.shards()),
             claims: ClaimLocks::new(geo.slots()),
-            counts: Stripes::new(),
-            counting: true,
+            counts: Stripes::new(stats),
             geo,
-            params: tiers.into_iter().map(Swap::new).collect(),
+            params: Tiers::new(tiers),
             on_full,
         })
     }
@@ -159,7 +155,7 @@ impl PackedTable {
     /// Bytes of the slots and shard metadata.
     pub(crate) fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.lines)
-            + std::mem::size_of_val(&*self.params)
+            + self.params.memory_bytes()
             + std::mem::size_of_val(&*self.shards)
             + ClaimLocks::bytes(self.geo.slots())
             + self.counts.memory_bytes()
@@ -171,35 +167,14 @@ impl PackedTable {
         &self.lines[i / 4].0[i % 4]
     }
 
-    /// The algorithm's parameters.
-    pub(crate) fn params(&self) -> PackedParams {
-        self.params[0].load()
+    /// Each tier's parameters.
+    pub(crate) fn tiers(&self) -> &Tiers<PackedParams> {
+        &self.params
     }
 
-    /// Tier `tier`'s parameters (`tier` < the number of tiers, checked by callers).
-    #[inline]
-    pub(crate) fn params_in(&self, tier: usize) -> PackedParams {
-        self.params[tier].load()
-    }
-
-    /// Counts a decision of `cost` in the stats (unless `stats(false)`).
-    #[inline]
-    pub(crate) fn count(&self, cost: u32, d: &Decision) {
-        if self.counting {
-            self.counts.count(cost, d);
-        }
-    }
-
-    /// This table, not counting decisions (`stats(false)`).
-    pub(crate) fn without_stats(mut self) -> Self {
-        self.counting = false;
-        self
-    }
-
-    /// Replaces tier `tier`'s parameters (`set_quota`); deciders read them once per
-    /// decision.
-    pub(crate) fn set_params(&self, tier: usize, params: PackedParams) {
-        self.params[tier].store(params);
+    /// The decision counters (`stats`).
+    pub(crate) fn counts(&self) -> &Stripes {
+        &self.counts
     }
 
     /// The counters.
@@ -210,7 +185,7 @@ impl PackedTable {
     /// `(occupied, active)`: slots holding a key, and those whose state is not idle.
     pub(crate) fn occupancy(&self, now: u64) -> (u64, u64) {
         let (mut occupied, mut active) = (0, 0);
-        let params = self.params();
+        let params = self.params.get(0);
         for s in self.lines.iter().flat_map(|l| l.0.iter()) {
             let w = s.load(Ordering::Acquire);
             if fp_of(w) != 0 {
@@ -323,7 +298,7 @@ impl PackedTable {
                 let state = state_of(word);
                 let Some(next) = params.step(state, t, cost).0 else {
                     let d = params.step(state, t, cost).1;
-                    self.count(cost, &d);
+                    self.counts.count(cost, &d);
                     return d;
                 };
                 match self.slot(i).compare_exchange(
@@ -334,7 +309,7 @@ impl PackedTable {
                 ) {
                     Ok(_) => {
                         let d = params.step(state, t, cost).1;
-                        self.count(cost, &d);
+                        self.counts.count(cost, &d);
                         return d;
                     }
                     Err(actual) if fp_of(actual) == fp => word = actual,
@@ -355,7 +330,7 @@ impl PackedTable {
             }
             Placed::Refused(d) => d,
         };
-        self.count(cost, &d);
+        self.counts.count(cost, &d);
         d
     }
 
@@ -443,7 +418,7 @@ impl PackedTable {
     ) -> Option<Placed<R>> {
         let shard = &self.shards[loc.shard];
         let _guard = lock(self.claims.of(fp));
-        let params = self.params();
+        let params = self.params.get(0);
         // A reclaim may have happened since the caller's scan.
         let now = shard.floor(now);
         let mut scan = ClaimScan::new();

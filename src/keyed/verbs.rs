@@ -64,7 +64,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         // The parameters are read once: the capacity checked is the one booked with.
         let placed = match &self.table {
             Table::Packed(t) => {
-                let params = t.params_in(tier);
+                let params = t.tiers().get(tier);
                 reservable(n, params.capacity())?;
                 t.run(
                     h,
@@ -77,7 +77,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
                 )
             }
             Table::Log(t) => {
-                let params = t.params_in(tier);
+                let params = t.tiers().get(tier);
                 reservable(n, params.limit())?;
                 t.run(
                     h,
@@ -149,18 +149,23 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         let _one_at_a_time = lock(&self.setting);
         match (&self.table, next) {
             (Table::Packed(t), Params::Packed(p)) => {
-                let current = Params::Packed(t.params_in(tier));
+                let current = Params::Packed(t.tiers().get(tier));
                 current.can_become(&next, 0)?;
-                super::tier_fits(self.algorithm, &Params::Packed(t.params()), &next, tier)?;
-                t.set_params(tier, p);
+                super::tier_fits(
+                    self.algorithm,
+                    &Params::Packed(t.tiers().get(0)),
+                    &next,
+                    tier,
+                )?;
+                t.tiers().set(tier, p);
             }
             (Table::Log(t), Params::Log(l)) => {
-                let current = Params::Log(t.params_in(tier));
+                let current = Params::Log(t.tiers().get(tier));
                 current.can_become(&next, t.ring_len())?;
                 if self.quotas.len() > 1 {
-                    super::tier_fits(self.algorithm, &Params::Log(t.params()), &next, tier)?;
+                    super::tier_fits(self.algorithm, &Params::Log(t.tiers().get(0)), &next, tier)?;
                 }
-                t.set_params(tier, l);
+                t.tiers().set(tier, l);
             }
             // Params::new for this limiter's own algorithm builds the same kind.
             _ => return Ok(()),
@@ -358,7 +363,7 @@ impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
         }
         match &self.table {
             Table::Packed(t) => {
-                let params = t.params();
+                let params = t.tiers().get(0);
                 t.run(
                     key,
                     || now,
@@ -367,7 +372,7 @@ impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
                 );
             }
             Table::Log(t) => {
-                let params = t.params();
+                let params = t.tiers().get(0);
                 if let Booking::Log { at, cost } = *booking {
                     t.run(
                         key,
@@ -417,7 +422,7 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
             Table::Packed(t) => {
                 // As the table's `decide`: only the next state inside the
                 // compare-and-swap loop, the decision and booking once after.
-                let params = t.params_in(self.tier);
+                let params = t.tiers().get(self.tier);
                 InsufficientCapacity::check(n, params.capacity())?;
                 let placed = t.run(
                     self.hash,
@@ -437,7 +442,7 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
                 }
             }
             Table::Log(t) => {
-                let params = t.params_in(self.tier);
+                let params = t.tiers().get(self.tier);
                 InsufficientCapacity::check(n, params.limit())?;
                 t.run(
                     self.hash,
@@ -467,8 +472,8 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
         // Counted as a check is (a roll-back later does not uncount it).
         if n > 0 {
             match &l.table {
-                Table::Packed(t) => t.count(n, &d),
-                Table::Log(t) => t.count(n, &d),
+                Table::Packed(t) => t.counts().count(n, &d),
+                Table::Log(t) => t.counts().count(n, &d),
             }
         }
         let booked = Booked {
@@ -487,12 +492,12 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
         let now = l.now();
         Ok(match &l.table {
             Table::Packed(t) => {
-                let p = t.params_in(self.tier);
+                let p = t.tiers().get(self.tier);
                 InsufficientCapacity::check(n, p.capacity())?;
                 t.peek(self.hash, now, n, p)
             }
             Table::Log(t) => {
-                let p = t.params_in(self.tier);
+                let p = t.tiers().get(self.tier);
                 InsufficientCapacity::check(n, p.limit())?;
                 t.peek(self.hash, now, n, p)
             }
