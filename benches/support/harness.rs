@@ -139,3 +139,49 @@ pub(crate) fn one_shot_median_ns<L: Limiter>(
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
+
+/// Runs `iters` decisions per thread of `pool` on keys no limiter has seen, for
+/// criterion's `iter_custom`: limiters made fresh by `make` and fed `prefill`
+/// (untimed), each taking at most `per_limiter` new keys in all (split between the
+/// threads) before the next fresh one, so every timed decision is the workload's (a
+/// first fill never overfills its table; a flood always meets a full one). Returns the
+/// summed slowest-thread wall time of the timed parts. Keys are `mix(offset + i)` over
+/// a counter that never repeats within one call.
+pub(crate) fn new_keys_run<L: Limiter>(
+    pool: &rayon::ThreadPool,
+    make: &dyn Fn() -> L,
+    prefill: &[u64],
+    per_limiter: usize,
+    offset: u64,
+    iters: u64,
+) -> Duration {
+    let threads = pool.current_num_threads();
+    let share = (per_limiter / threads).max(1) as u64;
+    let mut total = Duration::ZERO;
+    let mut done = 0u64;
+    let mut round = 0u64;
+    while done < iters {
+        let n = share.min(iters - done);
+        let limiter = make();
+        for &k in prefill {
+            black_box(limiter.check(k));
+        }
+        let barrier = Barrier::new(threads);
+        let times = pool.broadcast(|ctx| {
+            // Disjoint per thread and per round: bits 40.. hold (round, thread).
+            let base = offset + ((round * threads as u64 + ctx.index() as u64) << 40);
+            barrier.wait();
+            let t0 = Instant::now();
+            for i in 0..n {
+                black_box(limiter.check(black_box(super::workload::mix(base + i))));
+            }
+            t0.elapsed()
+        });
+        total += times.into_iter().max().unwrap_or_default();
+        // Dropping a million-key peer takes a while; not part of the decision time.
+        drop(limiter);
+        done += n;
+        round += 1;
+    }
+    total
+}
