@@ -1,9 +1,16 @@
-//! A real three-primary Redis Cluster on loopback ports (`redis-server
-//! --cluster-enabled yes` three times, then `redis-cli --cluster create`), started by
-//! the test and killed on drop: the exact mode, all five algorithms, and the hybrid
-//! mode across its nodes, through redis-rs's cluster connection.
+//! A real three-primary Redis Cluster on loopback ports: the exact mode, all five
+//! algorithms, and the hybrid mode across its nodes, through redis-rs's cluster
+//! connection.
+//!
+//! The redis stage of `scripts/test` starts the cluster (`redis-server
+//! --cluster-enabled yes` three times, then `redis-cli --cluster create`) and names its
+//! nodes in `TOLLGATE_REDIS_CLUSTER` (`127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3`); the
+//! tests then take turns on it, each flushing it first. Without the variable each test
+//! starts a cluster of its own and kills it on drop, so `cargo test --features redis
+//! --test redis` runs alone too.
 
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tollgate::redis::redis::cluster::ClusterClient;
 use tollgate::redis::{HybridRateLimiter, RedisRateLimiter};
@@ -11,13 +18,101 @@ use tollgate::{Algorithm, ManualClock, Quota};
 
 struct Cluster {
     ports: Vec<u16>,
+    /// The nodes this test started (none on the stage's cluster).
     children: Vec<Child>,
-    dir: std::path::PathBuf,
+    /// Their data directory.
+    dir: Option<std::path::PathBuf>,
+    /// Held while a test uses the stage's cluster: one test at a time.
+    _turn: Option<MutexGuard<'static, ()>>,
+}
+
+/// Serializes the tests on the stage's cluster.
+static SHARED: Mutex<()> = Mutex::new(());
+
+/// A free port for a cluster node: below 55536, with its cluster bus port (the port
+/// plus 10,000) free too. (An ephemeral port from the kernel can be above 55535, which
+/// `redis-server --cluster-enabled yes` refuses.)
+fn cluster_port() -> u16 {
+    loop {
+        let p = crate::server::free_port();
+        if p <= 45_000 && std::net::TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+            return p;
+        }
+        let p = 20_000 + (p % 25_000);
+        if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
+            && std::net::TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok()
+        {
+            return p;
+        }
+    }
+}
+
+/// Polls each port's `CLUSTER INFO` until it says `cluster_state:ok`.
+fn wait_until_ok(ports: &[u16]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for &p in ports {
+        loop {
+            let info = Command::new("redis-cli")
+                .args(["-p", &p.to_string(), "cluster", "info"])
+                .output()
+                .expect("cluster info");
+            if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "cluster never reached state ok");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 impl Cluster {
     fn start() -> Self {
-        let ports: Vec<u16> = (0..3).map(|_| crate::server::free_port()).collect();
+        match std::env::var("TOLLGATE_REDIS_CLUSTER") {
+            Ok(seeds) if !seeds.is_empty() => Self::shared(&seeds),
+            _ => Self::own(),
+        }
+    }
+
+    /// The stage's cluster, flushed, for this test alone until it is dropped.
+    fn shared(seeds: &str) -> Self {
+        let turn = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        let ports: Vec<u16> = seeds
+            .split(',')
+            .map(|s| {
+                let port = s.trim().strip_prefix("127.0.0.1:");
+                port.and_then(|p| p.parse().ok()).unwrap_or_else(|| {
+                    panic!("TOLLGATE_REDIS_CLUSTER: {s:?} is not 127.0.0.1:port")
+                })
+            })
+            .collect();
+        assert_eq!(
+            ports.len(),
+            3,
+            "TOLLGATE_REDIS_CLUSTER names three primaries"
+        );
+        wait_until_ok(&ports);
+        for &p in &ports {
+            let out = Command::new("redis-cli")
+                .args(["-p", &p.to_string(), "flushall"])
+                .output()
+                .expect("redis-cli flushall");
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("OK"),
+                "flushall on {p}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        Cluster {
+            ports,
+            children: Vec::new(),
+            dir: None,
+            _turn: Some(turn),
+        }
+    }
+
+    /// A cluster of this test's own, on free ports.
+    fn own() -> Self {
+        let ports: Vec<u16> = (0..3).map(|_| cluster_port()).collect();
         let dir = std::env::temp_dir().join(format!(
             "tollgate-cluster-{}-{}",
             std::process::id(),
@@ -43,7 +138,8 @@ impl Cluster {
         let c = Cluster {
             ports,
             children,
-            dir,
+            dir: Some(dir),
+            _turn: None,
         };
         for &p in &c.ports {
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -65,20 +161,7 @@ impl Cluster {
             String::from_utf8_lossy(&out.stdout)
         );
         // Wait until every node agrees the cluster is up.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for &p in &c.ports {
-            loop {
-                let info = Command::new("redis-cli")
-                    .args(["-p", &p.to_string(), "cluster", "info"])
-                    .output()
-                    .expect("cluster info");
-                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "cluster never reached state ok");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
+        wait_until_ok(&c.ports);
         c
     }
 
@@ -119,7 +202,9 @@ impl Drop for Cluster {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
