@@ -480,3 +480,138 @@ async fn dropping_the_last_handle_stops_the_sync_task() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A hybrid limiter on `server` that never syncs by itself, with room for `max_keys`.
+async fn bounded(
+    server: &RedisServer,
+    algorithm: Algorithm,
+    prefix: &str,
+    max_keys: usize,
+    clock: &ManualClock,
+) -> HybridRateLimiter {
+    HybridRateLimiter::builder(algorithm, Quota::new(1_000, Duration::from_secs(10)))
+        .url(server.url())
+        .prefix(prefix)
+        .timeout(Duration::from_secs(5))
+        .sync_interval(Duration::MAX)
+        .max_keys(max_keys)
+        .clock(clock.clone())
+        .build()
+        .await
+        .expect("build")
+}
+
+/// Issue 10, item 7: `max_keys(n)` tracks exactly n keys: n distinct keys are all
+/// admitted, the next one is denied (untracked). (The sharded maps denied a new key
+/// as soon as its shard, a sixteenth of the table, was full: here after about 4,700
+/// of 5,000.)
+#[tokio::test]
+async fn max_keys_admits_exactly_that_many_distinct_keys() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(7_200));
+    for n in [1, 3, 100, 5_000] {
+        let l = bounded(&server, Algorithm::FixedWindow, "exactly", n, &clock).await;
+        for k in 0..n {
+            assert!(l.check(&format!("key-{k}")).is_allowed(), "key {k} of {n}");
+        }
+        assert_eq!(l.stats().untracked, 0, "{n}");
+        assert_eq!(l.stats().keys, n as u64);
+        let d = l.check("one-too-many");
+        assert!(!d.is_allowed(), "{n}");
+        assert_eq!(l.stats().untracked, 1);
+        assert_eq!(l.stats().keys, n as u64);
+        // The tracked keys are still decided on their own counts.
+        assert_eq!(l.check("key-0").remaining(), 998, "{n}");
+    }
+}
+
+/// A full table makes room for a new key once old keys are idle (their windows past,
+/// nothing left to sync), on the insert path, without waiting for a sync; an idle key
+/// with unsynced counts is kept until a sync has sent (or dropped) them.
+#[tokio::test]
+async fn idle_keys_make_room_for_new_ones() {
+    let server = RedisServer::start();
+    for (algorithm, idle_after) in [(Algorithm::FixedWindow, 1), (Algorithm::SlidingWindow, 2)] {
+        let clock = ManualClock::new();
+        clock.advance(Duration::from_secs(7_200) + Duration::from_millis(1));
+        let prefix = format!("room:{algorithm:?}");
+        let l = bounded(&server, algorithm, &prefix, 100, &clock).await;
+        for k in 0..100 {
+            assert!(l.check(&format!("old-{k}")).is_allowed());
+        }
+        l.sync().await.expect("sync");
+        assert!(
+            !l.check("new-0").is_allowed(),
+            "{algorithm:?}: live keys stay"
+        );
+        // Not idle before its windows have passed.
+        for _ in 1..idle_after {
+            clock.advance(Duration::from_secs(10));
+            assert!(!l.check("new-0").is_allowed(), "{algorithm:?}");
+        }
+        clock.advance(Duration::from_secs(10));
+        for k in 0..100 {
+            assert!(
+                l.check(&format!("new-{k}")).is_allowed(),
+                "{algorithm:?} {k}"
+            );
+        }
+        let s = l.stats();
+        assert_eq!((s.keys, s.reclaimed), (100, 100), "{algorithm:?}");
+        assert_eq!(s.untracked, idle_after, "{algorithm:?}");
+        // These are dirty (never synced): once idle they still hold their slots
+        // against new keys, until a sync.
+        clock.advance(Duration::from_secs(10 * idle_after));
+        assert!(
+            !l.check("newer").is_allowed(),
+            "{algorithm:?}: unsynced keys stay"
+        );
+        l.sync().await.expect("sync");
+        assert_eq!(l.stats().keys, 0, "{algorithm:?}: the sync drops idle keys");
+        assert!(l.check("newer").is_allowed());
+    }
+}
+
+/// Threads deciding the same new keys at once insert each key once: every admission
+/// is counted in one entry, and a sync sends each key's whole count.
+#[tokio::test]
+async fn racing_threads_insert_a_new_key_once() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(7_200) + Duration::from_millis(1));
+    let l = bounded(&server, Algorithm::FixedWindow, "race", 10_000, &clock).await;
+    let threads = 8;
+    let keys: Vec<String> = (0..300).map(|k| format!("k-{k}")).collect();
+    for round in 0..3 {
+        let barrier = std::sync::Barrier::new(threads);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (l, keys, barrier) = (&l, &keys, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    // Half the threads walk the keys backwards, so pairs meet anywhere.
+                    for i in 0..keys.len() {
+                        let key = if t % 2 == 0 {
+                            &keys[i]
+                        } else {
+                            &keys[keys.len() - 1 - i]
+                        };
+                        assert!(l.check(key).is_allowed());
+                    }
+                });
+            }
+        });
+        assert_eq!(l.stats().keys, keys.len() as u64, "round {round}");
+        for key in &keys {
+            // `threads` admissions per round, all in this key's one entry.
+            let admitted = (threads * (round + 1)) as u32;
+            assert_eq!(l.check_n(key, 0).unwrap().remaining(), 1_000 - admitted);
+        }
+    }
+    l.sync().await.expect("sync");
+    for key in &keys {
+        let name = format!("race:{{{key}}}:720");
+        assert_eq!(global(server.conn().await, &name).await, 3 * threads as u64);
+    }
+}
