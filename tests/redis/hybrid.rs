@@ -615,3 +615,44 @@ async fn racing_threads_insert_a_new_key_once() {
         assert_eq!(global(server.conn().await, &name).await, 3 * threads as u64);
     }
 }
+
+/// The key table's memory is announced by the builder and taken whole at build; a
+/// `max_keys` too large for the machine is an error at build, never an abort.
+#[tokio::test]
+async fn key_table_memory_is_fixed_at_build_and_too_large_is_an_error() {
+    use tollgate::ConfigError;
+    let clock = ManualClock::new();
+    let builder = || {
+        HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(10))
+            .url("redis://127.0.0.1:1")
+            .sync_interval(Duration::MAX)
+            .clock(clock.clone())
+    };
+    let b = builder().max_keys(10_000);
+    let announced = b.memory_bytes().expect("memory_bytes");
+    let l = b.build().await.expect("builds without Redis");
+    assert_eq!(l.memory_bytes(), announced);
+    for k in 0..20_000 {
+        let _ = l.check(&format!("key-{k}"));
+    }
+    assert_eq!(l.memory_bytes(), announced, "fixed whatever the keys seen");
+    assert_eq!(l.stats().keys, 10_000);
+    // 2^32 keys: about 700 GB of slots, more than this machine can reserve.
+    let huge = builder().max_keys(1 << 32);
+    assert!(huge.memory_bytes().expect("addressable") > 500 << 30);
+    match huge.build().await {
+        Err(Error::Config(ConfigError::InvalidCapacity { requested, .. })) => {
+            assert_eq!(requested, 1 << 32)
+        }
+        other => panic!("expected InvalidCapacity, got {other:?}"),
+    }
+    // Past the largest key count: refused before anything is computed.
+    assert!(matches!(
+        builder().max_keys((1 << 32) + 1).memory_bytes(),
+        Err(Error::Config(ConfigError::InvalidCapacity { .. }))
+    ));
+    assert!(matches!(
+        builder().max_keys(0).build().await,
+        Err(Error::Unsupported(_))
+    ));
+}
