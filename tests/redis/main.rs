@@ -8,6 +8,7 @@ mod edges;
 mod exact;
 mod failure;
 mod hybrid;
+mod keys;
 mod multi;
 mod multi_cost;
 mod multi_differential;

@@ -10,7 +10,8 @@ mod table;
 pub use builder::HybridRateLimiterBuilder;
 
 use super::{
-    bounded, lock, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT,
+    bounded, lock, Connection, Error, KeyName, RedisKey, Target, TimeSource, DEFAULT_PREFIX,
+    DEFAULT_TIMEOUT, KEY_BUF,
 };
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::sliding_window::SlidingWindow;
@@ -338,17 +339,24 @@ impl HybridRateLimiter {
         }
     }
 
-    /// Decides one request of cost 1 for `key`, locally.
+    /// Decides one request of cost 1 for `key`, locally: any [`RedisKey`] (`&str`,
+    /// `String`, bytes, an IP address, an integer). Deciding a key already tracked
+    /// allocates nothing.
     ///
     /// # Example
     ///
     /// ```no_run
     /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
     /// if limiter.check("10.1.2.3").is_allowed() { /* serve */ }
+    /// // The same key, given as an address.
+    /// let ip: std::net::IpAddr = "10.1.2.3".parse().unwrap();
+    /// let d = limiter.check(&ip);
+    /// # let _ = d;
     /// # }
     /// ```
-    pub fn check(&self, key: &str) -> Decision {
-        self.inner.decide(key, 1)
+    pub fn check<K: RedisKey + ?Sized>(&self, key: &K) -> Decision {
+        let mut buf = [0; KEY_BUF];
+        self.inner.decide(key.key_bytes(&mut buf), 1)
     }
 
     /// Decides one request of cost `n` for `key`, locally.
@@ -362,11 +370,16 @@ impl HybridRateLimiter {
     /// ```no_run
     /// # fn run(limiter: tollgate::redis::HybridRateLimiter) -> Result<(), tollgate::InsufficientCapacity> {
     /// let d = limiter.check_n("batch", 10)?;
+    /// let d = limiter.check_n(&7u64, 10)?; // tenant 7
     /// # let _ = d;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn check_n(&self, key: &str, n: u32) -> Result<Decision, InsufficientCapacity> {
+    pub fn check_n<K: RedisKey + ?Sized>(
+        &self,
+        key: &K,
+        n: u32,
+    ) -> Result<Decision, InsufficientCapacity> {
         let capacity = self.inner.plan.load().limit();
         if n > capacity {
             return Err(InsufficientCapacity {
@@ -374,7 +387,8 @@ impl HybridRateLimiter {
                 capacity,
             });
         }
-        Ok(self.inner.decide(key, n))
+        let mut buf = [0; KEY_BUF];
+        Ok(self.inner.decide(key.key_bytes(&mut buf), n))
     }
 
     /// Syncs now (what the background task does every interval): sends the unsent
@@ -549,11 +563,7 @@ impl Inner {
         }
     }
 
-    fn redis_key(&self, key: &str, k: u64) -> String {
-        format!("{}:{{{key}}}:{k}", self.prefix)
-    }
-
-    fn decide(&self, key: &str, n: u32) -> Decision {
+    fn decide(&self, key: &[u8], n: u32) -> Decision {
         let t = self.now_ns();
         let plan = self.plan.load();
         let p = plan.period_ns;

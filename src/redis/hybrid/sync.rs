@@ -29,7 +29,7 @@ fn sync_script() -> &'static Script {
 struct Sent {
     /// The key's slot in the table, where its reply is applied.
     slot: usize,
-    key: Arc<str>,
+    key: Arc<[u8]>,
     k: u64,
     /// The period `k` counts in.
     period_ns: u64,
@@ -103,7 +103,7 @@ impl Inner {
             let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
             for i in chunk {
                 let s = &sent[i];
-                let slot = crate::redis::hash_slot(self.redis_key(&s.key, s.k).as_bytes());
+                let slot = KeyName::hybrid(&self.prefix, &s.key, s.k).slot();
                 by_slot.entry(slot).or_default().push(i);
             }
             by_slot.into_values().collect()
@@ -190,8 +190,9 @@ impl Inner {
                 .arg(script.get_hash())
                 .arg(2 * batch.len());
             for s in batch {
-                call.arg(self.redis_key(&s.key, s.k.saturating_sub(1)))
-                    .arg(self.redis_key(&s.key, s.k));
+                // The names written straight into the pipeline: no String per key.
+                call.arg(KeyName::hybrid(&self.prefix, &s.key, s.k.saturating_sub(1)))
+                    .arg(KeyName::hybrid(&self.prefix, &s.key, s.k));
             }
             call.arg(&self.instance);
             for s in batch {

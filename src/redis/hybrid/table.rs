@@ -4,7 +4,7 @@
 //! decision counters), with one lock per slot as in the sliding log's table
 //! (`keyed::log_table`).
 //!
-//! Each slot's lock guards the key (stored once, at insertion, as an `Arc<str>` that a
+//! Each slot's lock guards the key's bytes (stored once, at insertion, as an `Arc<[u8]>` that a
 //! sync clones without allocating) and its [`Entry`]. An atomic copy of the key's
 //! fingerprint (the *hint*, written only under the slot's lock, `0` when the slot is
 //! empty) lets lookups skip other keys' slots without locking them; the key itself is
@@ -52,7 +52,7 @@ pub(super) const SWEEP: usize = 64;
 /// What a slot's lock guards.
 struct Held {
     /// The key, `None` when the slot is empty.
-    key: Option<Arc<str>>,
+    key: Option<Arc<[u8]>>,
     /// Whether the key lives outside its two windows.
     displaced: bool,
     entry: Entry,
@@ -194,7 +194,7 @@ impl KeyTable {
     /// reclaimable). `now` may be raised to the newest reclaim (see the module doc).
     pub(super) fn decide<R>(
         &self,
-        key: &str,
+        key: &[u8],
         now: u64,
         fresh: impl FnOnce(u64) -> Entry,
         f: impl FnOnce(&mut Entry, u64) -> R,
@@ -211,7 +211,7 @@ impl KeyTable {
     /// Slot `i` locked, if it holds `key` (fingerprint `fp`); the hint skips other
     /// keys' slots without locking them.
     #[inline]
-    fn holding(&self, i: usize, fp: u64, key: &str) -> Option<MutexGuard<'_, Held>> {
+    fn holding(&self, i: usize, fp: u64, key: &[u8]) -> Option<MutexGuard<'_, Held>> {
         let slot = &self.slots[i];
         if slot.hint.load(Ordering::Acquire) != fp {
             return None;
@@ -222,7 +222,7 @@ impl KeyTable {
 
     /// The slot holding `key`, locked: its windows, then (while any key is displaced)
     /// the whole table.
-    fn find(&self, fp: u64, key: &str, loc: &Location) -> Option<MutexGuard<'_, Held>> {
+    fn find(&self, fp: u64, key: &[u8], loc: &Location) -> Option<MutexGuard<'_, Held>> {
         for (_, i) in loc.probe(self.geo.window()) {
             if let Some(held) = self.holding(i, fp, key) {
                 return Some(held);
@@ -238,7 +238,7 @@ impl KeyTable {
     fn claim<R>(
         &self,
         fp: u64,
-        key: &str,
+        key: &[u8],
         loc: &Location,
         now: u64,
         fresh: impl FnOnce(u64) -> Entry,
@@ -247,7 +247,7 @@ impl KeyTable {
         let _claim = lock(self.claims.of(fp));
         let now = now.max(self.reclaimed_at.load(Ordering::Acquire));
         // The key's one allocation, made before any slot lock is taken.
-        let name: Arc<str> = Arc::from(key);
+        let name: Arc<[u8]> = Arc::from(key);
         let mut swept = false;
         loop {
             let mut empty = ClaimScan::new();
@@ -278,7 +278,7 @@ impl KeyTable {
                 let mut held = lock(&self.slots[i].held);
                 if held.key.is_some() && self.reclaimable(&held.entry, now) {
                     let old = self.vacate(i, &mut held, now);
-                    let r = self.install(i, &mut held, name, false, now, fresh, f);
+                    let r = self.install(i, &mut held, fp, name, false, now, fresh, f);
                     drop(held);
                     drop(old);
                     return Some(r);
@@ -296,7 +296,7 @@ impl KeyTable {
             if let Some(i) = empty.target() {
                 let mut held = lock(&self.slots[i].held);
                 if held.key.is_none() {
-                    return Some(self.install(i, &mut held, name, false, now, fresh, f));
+                    return Some(self.install(i, &mut held, fp, name, false, now, fresh, f));
                 }
                 self.occupied.fetch_sub(1, Ordering::AcqRel);
                 continue;
@@ -313,7 +313,7 @@ impl KeyTable {
                 let mut held = lock(&self.slots[i].held);
                 if held.key.is_none() {
                     self.displaced.fetch_add(1, Ordering::AcqRel);
-                    return Some(self.install(i, &mut held, name, true, now, fresh, f));
+                    return Some(self.install(i, &mut held, fp, name, true, now, fresh, f));
                 }
             }
             // Every empty slot was taken during the walk: look again.
@@ -330,20 +330,20 @@ impl KeyTable {
             .is_ok()
     }
 
-    /// Hands slot `i` (locked as `held`, empty) to `name` with `fresh(now)` and runs
-    /// `f` on it.
+    /// Hands slot `i` (locked as `held`, empty) to `name` (fingerprint `fp`) with
+    /// `fresh(now)` and runs `f` on it.
     #[allow(clippy::too_many_arguments)]
     fn install<R>(
         &self,
         i: usize,
         held: &mut Held,
-        name: Arc<str>,
+        fp: u64,
+        name: Arc<[u8]>,
         displaced: bool,
         now: u64,
         fresh: impl FnOnce(u64) -> Entry,
         f: impl FnOnce(&mut Entry, u64) -> R,
     ) -> R {
-        let fp = fingerprint(self.hasher.hash_one(&*name));
         held.key = Some(name);
         held.displaced = displaced;
         held.entry = fresh(now);
@@ -353,7 +353,7 @@ impl KeyTable {
 
     /// Empties slot `i` (locked as `held`) at `now`, leaving `occupied` to the caller;
     /// returns the key, to be dropped once the lock is released.
-    fn vacate(&self, i: usize, held: &mut Held, now: u64) -> Option<Arc<str>> {
+    fn vacate(&self, i: usize, held: &mut Held, now: u64) -> Option<Arc<[u8]>> {
         self.reclaimed_at.fetch_max(now, Ordering::AcqRel);
         self.reclaimed.fetch_add(1, Ordering::Relaxed);
         if held.displaced {
@@ -365,7 +365,7 @@ impl KeyTable {
     }
 
     /// Drops slot `i`'s entry (locked as `held`) at `now`.
-    fn remove(&self, i: usize, held: &mut Held, now: u64) -> Option<Arc<str>> {
+    fn remove(&self, i: usize, held: &mut Held, now: u64) -> Option<Arc<[u8]>> {
         let old = self.vacate(i, held, now);
         self.occupied.fetch_sub(1, Ordering::AcqRel);
         old
@@ -416,7 +416,7 @@ impl KeyTable {
     /// and hands each dirty one to `each(slot, key, entry)` after clearing its
     /// `touched` mark. Each slot's lock is held only to copy the entry and clone the
     /// key's `Arc`; `each` runs without it.
-    pub(super) fn collect(&self, now: u64, mut each: impl FnMut(usize, Arc<str>, Entry)) {
+    pub(super) fn collect(&self, now: u64, mut each: impl FnMut(usize, Arc<[u8]>, Entry)) {
         for (i, slot) in self.slots.iter().enumerate() {
             if slot.hint.load(Ordering::Acquire) == 0 {
                 continue;
@@ -447,7 +447,7 @@ impl KeyTable {
 
     /// Runs `f` on slot `i`'s entry if the slot still holds `key` (the same `Arc` a
     /// sync collected: a key dropped and inserted again meanwhile is a new entry).
-    pub(super) fn with_slot(&self, i: usize, key: &Arc<str>, f: impl FnOnce(&mut Entry)) {
+    pub(super) fn with_slot(&self, i: usize, key: &Arc<[u8]>, f: impl FnOnce(&mut Entry)) {
         let mut held = lock(&self.slots[i].held);
         if held.key.as_ref().is_some_and(|k| Arc::ptr_eq(k, key)) {
             f(&mut held.entry);
@@ -481,16 +481,21 @@ mod tests {
         for n in [1, 2, 7, 100, 1_000, 5_000] {
             let t = KeyTable::new(n, 1).unwrap();
             for k in 0..n {
-                let r = t.decide(&format!("k{k}"), 5, used(5, 1, true), |_, _| ());
+                let r = t.decide(format!("k{k}").as_bytes(), 5, used(5, 1, true), |_, _| ());
                 assert!(r.is_some(), "key {k} of {n} refused");
             }
             assert_eq!(t.len(), n as u64);
             assert!(t
-                .decide("one-more", 5, used(5, 1, true), |_, _| ())
+                .decide(b"one-more", 5, used(5, 1, true), |_, _| ())
                 .is_none());
             // Every key is still found, with its own entry.
             for k in 0..n {
-                let seen = t.decide(&format!("k{k}"), 5, |_| unreachable!(), |e, _| e.k);
+                let seen = t.decide(
+                    format!("k{k}").as_bytes(),
+                    5,
+                    |_| unreachable!(),
+                    |e, _| e.k,
+                );
                 assert_eq!(seen, Some(5));
             }
         }
@@ -503,15 +508,16 @@ mod tests {
         let t = KeyTable::new(1_000, 1).unwrap();
         let w = t.geo.window();
         // Fill both windows of one key with other keys, chosen by their location.
-        let target = t.geo.locate(t.hasher.hash_one("target"));
+        let target = t.geo.locate(t.hasher.hash_one(&b"target"[..]));
         let mut filled = 0;
         for k in 0.. {
             let name = format!("f{k}");
-            let loc = t.geo.locate(t.hasher.hash_one(name.as_str()));
+            let loc = t.geo.locate(t.hasher.hash_one(name.as_bytes()));
             if loc.windows == target.windows
                 || loc.windows == [target.windows[1], target.windows[0]]
             {
-                t.decide(&name, 5, used(5, 1, true), |_, _| ()).unwrap();
+                t.decide(name.as_bytes(), 5, used(5, 1, true), |_, _| ())
+                    .unwrap();
                 filled += 1;
                 if filled == 2 * w {
                     break;
@@ -519,11 +525,11 @@ mod tests {
             }
         }
         assert_eq!(t.displaced.load(Ordering::Relaxed), 0);
-        t.decide("target", 5, used(5, 1, true), |e, _| e.w[1].own += 1)
+        t.decide(b"target", 5, used(5, 1, true), |e, _| e.w[1].own += 1)
             .expect("room outside the windows");
         assert_eq!(t.displaced.load(Ordering::Relaxed), 1);
         assert_eq!(
-            t.decide("target", 5, |_| unreachable!(), |e, _| e.w[1].own),
+            t.decide(b"target", 5, |_| unreachable!(), |e, _| e.w[1].own),
             Some(2)
         );
     }
