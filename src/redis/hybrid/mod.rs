@@ -586,6 +586,7 @@ impl Inner {
     }
 
     /// One decision on a key's entry (under its slot's lock) at `t` for `n`.
+    #[inline]
     fn decide_entry(entry: &mut Entry, plan: &Plan, t: u64, n: u32) -> Decision {
         let p = plan.period_ns;
         let k_now = t / p;

@@ -192,6 +192,7 @@ impl KeyTable {
     /// with `fresh(now)` when it is missing and there is room; `None` when there is no
     /// room (the table holds `max_keys` keys and none of those looked at is
     /// reclaimable). `now` may be raised to the newest reclaim (see the module doc).
+    #[inline]
     pub(super) fn decide<R>(
         &self,
         key: &[u8],
@@ -222,6 +223,7 @@ impl KeyTable {
 
     /// The slot holding `key`, locked: its windows, then (while any key is displaced)
     /// the whole table.
+    #[inline]
     fn find(&self, fp: u64, key: &[u8], loc: &Location) -> Option<MutexGuard<'_, Held>> {
         for (_, i) in loc.probe(self.geo.window()) {
             if let Some(held) = self.holding(i, fp, key) {
