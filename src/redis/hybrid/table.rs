@@ -28,9 +28,11 @@
 //! idle or a sync (which may clean entries) has run: a full table of live keys costs a
 //! new key one lap of the table per such event, not one per key.
 //!
-//! **Syncs** walk every slot, each lock held only to drop an idle entry or to copy out
-//! a dirty one (the key's `Arc` and the `Entry`, which is `Copy`); their replies are
-//! applied by slot index, checked under the lock to hold the same key (`Arc::ptr_eq`).
+//! **Syncs** walk the slots holding a key (one occupancy bit per slot, changed under
+//! the slot's lock, so the walk costs the keys held, not the table's size), each lock
+//! held only to drop an idle entry or to copy out a dirty one (the key's `Arc` and the
+//! `Entry`, which is `Copy`); their replies are applied by slot index, checked under
+//! the lock to hold the same key (`Arc::ptr_eq`).
 //!
 //! A dropped entry raises `reclaimed_at`, and a claim decides at no earlier reading:
 //! a request that read the clock before its key's entry was dropped cannot restart the
@@ -66,8 +68,14 @@ struct Slot {
 }
 
 /// The hybrid limiter's fixed-capacity key table.
+///
+/// Memory: `slots` of 112 bytes (on 64-bit targets), one occupancy bit per slot, the
+/// claim locks and the decision counters, all allocated at build.
 pub(super) struct KeyTable {
     slots: Box<[Slot]>,
+    /// One bit per slot, set while the slot holds a key (changed under the slot's
+    /// lock): a sync walks the keys held, not every slot.
+    occupied_bits: Box<[AtomicU64]>,
     geo: Geometry,
     claims: ClaimLocks,
     hasher: ahash::RandomState,
@@ -105,6 +113,7 @@ impl KeyTable {
         let bytes = geo
             .slots()
             .checked_mul(std::mem::size_of::<Slot>())
+            .and_then(|b| b.checked_add(geo.slots().div_ceil(64) * 8))
             .and_then(|b| b.checked_add(ClaimLocks::bytes(geo.slots())))
             .and_then(|b| b.checked_add(Stripes::BYTES))
             .filter(|&b| b <= isize::MAX as usize)
@@ -139,6 +148,7 @@ impl KeyTable {
         }));
         Ok(KeyTable {
             slots: slots.into_boxed_slice(),
+            occupied_bits: (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             geo,
             claims: ClaimLocks::new(n),
             hasher: ahash::RandomState::new(),
@@ -157,6 +167,7 @@ impl KeyTable {
     /// Bytes of the slots, the claim locks and the decision counters: fixed at build.
     pub(super) fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.slots)
+            + std::mem::size_of_val(&*self.occupied_bits)
             + ClaimLocks::bytes(self.slots.len())
             + self.counts.memory_bytes()
     }
@@ -347,6 +358,7 @@ impl KeyTable {
         f: impl FnOnce(&mut Entry, u64) -> R,
     ) -> R {
         held.key = Some(name);
+        self.occupied_bits[i / 64].fetch_or(1 << (i % 64), Ordering::AcqRel);
         held.displaced = displaced;
         held.entry = fresh(now);
         self.slots[i].hint.store(fp, Ordering::Release);
@@ -363,6 +375,7 @@ impl KeyTable {
             self.displaced.fetch_sub(1, Ordering::AcqRel);
         }
         self.slots[i].hint.store(0, Ordering::Release);
+        self.occupied_bits[i / 64].fetch_and(!(1 << (i % 64)), Ordering::AcqRel);
         held.key.take()
     }
 
@@ -419,10 +432,21 @@ impl KeyTable {
     /// `touched` mark. Each slot's lock is held only to copy the entry and clone the
     /// key's `Arc`; `each` runs without it.
     pub(super) fn collect(&self, now: u64, mut each: impl FnMut(usize, Arc<[u8]>, Entry)) {
-        for (i, slot) in self.slots.iter().enumerate() {
-            if slot.hint.load(Ordering::Acquire) == 0 {
-                continue;
-            }
+        // The slots holding a key, from the occupancy bits: a sync's walk costs the keys
+        // held, not the table's size. A key installed during the walk waits for the
+        // next sync.
+        let held_slots = self.occupied_bits.iter().enumerate().flat_map(|(w, bits)| {
+            let mut m = bits.load(Ordering::Acquire);
+            std::iter::from_fn(move || {
+                (m != 0).then(|| {
+                    let i = w * 64 + m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    i
+                })
+            })
+        });
+        for i in held_slots {
+            let slot = &self.slots[i];
             let mut held = lock(&slot.held);
             if held.key.is_none() {
                 continue;
