@@ -527,6 +527,51 @@ mod tests {
         }
     }
 
+    /// Threads inserting the same new keys at once into one window of 12 slots, each
+    /// reading the clock a little later than the one before, so that each sees other
+    /// threads' fresh entries of this round as idle and replaceable: a key is never
+    /// present twice (claims of one key are serialized by its claim lock and rescan
+    /// under it; without the lock, two threads install one key in two slots).
+    #[test]
+    fn racing_claims_never_install_a_key_twice() {
+        let t = KeyTable::new(8, 1).unwrap();
+        assert_eq!(t.slots.len(), 12);
+        let threads = 4;
+        for round in 1..=2_000u64 {
+            let keys: Vec<String> = (0..8).map(|k| format!("{round}-{k}")).collect();
+            let barrier = std::sync::Barrier::new(threads);
+            std::thread::scope(|s| {
+                for th in 0..threads {
+                    let (t, keys, barrier) = (&t, &keys, &barrier);
+                    s.spawn(move || {
+                        let now = round * 10 + th as u64;
+                        barrier.wait();
+                        for j in 0..keys.len() {
+                            let key = &keys[(j * (th + 1) + th) % keys.len()];
+                            // A clean entry of window `now`, idle from `now + 1` on.
+                            let _ = t.decide(key.as_bytes(), now, |t| Entry::new(t, 1), |_, _| ());
+                        }
+                    });
+                }
+            });
+            for key in &keys {
+                let copies = t
+                    .slots
+                    .iter()
+                    .filter(|s| lock(&s.held).key.as_deref() == Some(key.as_bytes()))
+                    .count();
+                assert!(copies <= 1, "round {round}: {key} held {copies} times");
+            }
+            let held = t
+                .slots
+                .iter()
+                .filter(|s| lock(&s.held).key.is_some())
+                .count();
+            assert_eq!(t.len(), held as u64, "round {round}");
+            assert!(held <= 8);
+        }
+    }
+
     /// A key whose two windows are full of live keys still fits while the table holds
     /// fewer than max_keys (it is placed elsewhere, and found there).
     #[test]
