@@ -4,8 +4,8 @@
 //! decision counters), with one lock per slot as in the sliding log's table
 //! (`keyed::log_table`).
 //!
-//! Each slot's lock guards the key's bytes (stored once, at insertion, as an `Arc<[u8]>` that a
-//! sync clones without allocating) and its [`Entry`]. An atomic copy of the key's
+//! Each slot's lock guards the key's bytes (stored once, at insertion, as an `Arc<[u8]>`
+//! that a sync clones without allocating) and its [`Entry`]. An atomic copy of the key's
 //! fingerprint (the *hint*, written only under the slot's lock, `0` when the slot is
 //! empty) lets lookups skip other keys' slots without locking them; the key itself is
 //! compared under the slot's lock, so two keys never share an entry, even with equal
@@ -24,9 +24,10 @@
 //! empty slot always exists somewhere, and `max_keys` keys always fit. When the count
 //! is at `max_keys`, the claim sweeps the table from a rotating hand, [`SWEEP`] slots at
 //! a time, for a reclaimable entry and drops it; if a whole lap finds none, the key is
-//! refused, and so is every new key until the soonest clean entry that lap saw goes
-//! idle or a sync (which may clean entries) has run: a full table of live keys costs a
-//! new key one lap of the table per such event, not one per key.
+//! refused, and later claims skip the sweep (and are refused unless their own windows
+//! hold a reclaimable entry) until the soonest clean entry that lap saw goes idle or a
+//! sync (which may clean entries) has run: a full table of live keys costs one lap of
+//! the table per such event, not one per new key.
 //!
 //! **Syncs** walk the slots holding a key (one occupancy bit per slot, changed under
 //! the slot's lock, so the walk costs the keys held, not the table's size), each lock
@@ -131,13 +132,15 @@ impl KeyTable {
     pub(super) fn new(max_keys: usize, keep: u64) -> Result<Self, ConfigError> {
         let (geo, _) = Self::plan(max_keys)?;
         let n = geo.slots();
+        let too_big = |_| ConfigError::InvalidCapacity {
+            requested: max_keys,
+            max: MAX_CAPACITY,
+        };
         let mut slots = Vec::new();
-        slots
-            .try_reserve_exact(n)
-            .map_err(|_| ConfigError::InvalidCapacity {
-                requested: max_keys,
-                max: MAX_CAPACITY,
-            })?;
+        slots.try_reserve_exact(n).map_err(too_big)?;
+        let mut bits = Vec::new();
+        bits.try_reserve_exact(n.div_ceil(64)).map_err(too_big)?;
+        bits.extend((0..n.div_ceil(64)).map(|_| AtomicU64::new(0)));
         slots.extend((0..n).map(|_| Slot {
             hint: AtomicU64::new(0),
             held: Mutex::new(Held {
@@ -148,7 +151,7 @@ impl KeyTable {
         }));
         Ok(KeyTable {
             slots: slots.into_boxed_slice(),
-            occupied_bits: (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            occupied_bits: bits.into_boxed_slice(),
             geo,
             claims: ClaimLocks::new(n),
             hasher: ahash::RandomState::new(),
