@@ -40,10 +40,13 @@
 mod error;
 mod exact;
 mod hybrid;
+mod key;
 
 pub use error::Error;
 pub use exact::{check_all, Fallback, RedisRateLimiter, RedisRateLimiterBuilder, RedisStats};
 pub use hybrid::{HybridRateLimiter, HybridRateLimiterBuilder, HybridStats};
+pub(crate) use key::KeyName;
+pub use key::{RedisKey, KEY_BUF};
 /// The `redis` crate this module is built against, re-exported so that connections
 /// handed to the builders come from the matching version.
 pub use redis;
@@ -98,14 +101,21 @@ impl Clone for Connection {
 /// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag (the part
 /// between the first `{` and the next `}`, when not empty) or of the whole key,
 /// modulo 16,384.
+#[cfg(test)]
 pub(crate) fn hash_slot(key: &[u8]) -> u16 {
     let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
         let rest = &key[open + 1..];
         let close = rest.iter().position(|&b| b == b'}')?;
         (close > 0).then(|| &rest[..close])
     });
+    crc16_slot(&[tagged.unwrap_or(key)])
+}
+
+/// CRC16 (XMODEM) of `parts` concatenated, modulo 16,384: the slot of bytes already
+/// known to be the hash tag (or the whole key when it has none).
+pub(crate) fn crc16_slot(parts: &[&[u8]]) -> u16 {
     let mut crc: u16 = 0;
-    for &b in tagged.unwrap_or(key) {
+    for &b in parts.iter().flat_map(|p| p.iter()) {
         crc ^= u16::from(b) << 8;
         for _ in 0..8 {
             crc = if crc & 0x8000 != 0 {

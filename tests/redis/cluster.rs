@@ -2,43 +2,37 @@
 //! algorithms, and the hybrid mode across its nodes, through redis-rs's cluster
 //! connection.
 //!
-//! The redis stage of `scripts/test` starts the cluster (`redis-server
-//! --cluster-enabled yes` three times, then `redis-cli --cluster create`) and names its
-//! nodes in `TOLLGATE_REDIS_CLUSTER` (`127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3`); the
-//! tests then take turns on it, each flushing it first. Without the variable each test
-//! starts a cluster of its own and kills it on drop, so `cargo test --features redis
-//! --test redis` runs alone too.
+//! The cluster is the one `scripts/test redis` starts when `TOLLGATE_REDIS_CLUSTER`
+//! holds its seed addresses (`127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3`); otherwise each
+//! test starts its own (`redis-server --cluster-enabled yes` three times, then
+//! `redis-cli --cluster create`), killed on drop. On a shared cluster every test's
+//! prefixes carry this process's id, so runs and tests never see each other's keys.
 
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tollgate::redis::redis::cluster::ClusterClient;
 use tollgate::redis::{HybridRateLimiter, RedisRateLimiter};
 use tollgate::{Algorithm, ManualClock, Quota};
 
-struct Cluster {
-    ports: Vec<u16>,
-    /// The nodes this test started (none on the stage's cluster).
-    children: Vec<Child>,
-    /// Their data directory.
-    dir: Option<std::path::PathBuf>,
-    /// Held while a test uses the stage's cluster: one test at a time.
-    _turn: Option<MutexGuard<'static, ()>>,
-}
+/// The environment variable holding a running cluster's seed addresses.
+const CLUSTER_VAR: &str = "TOLLGATE_REDIS_CLUSTER";
 
-/// Serializes the tests on the stage's cluster.
-static SHARED: Mutex<()> = Mutex::new(());
+struct Cluster {
+    /// Each primary's `(host, port)`.
+    nodes: Vec<(String, u16)>,
+    /// The nodes this test started (none on a shared cluster).
+    children: Vec<Child>,
+    /// The nodes' data directory, removed on drop (none on a shared cluster).
+    dir: Option<std::path::PathBuf>,
+}
 
 /// A free port for a cluster node: below 55536, with its cluster bus port (the port
 /// plus 10,000) free too. (An ephemeral port from the kernel can be above 55535, which
-/// `redis-server --cluster-enabled yes` refuses.)
+/// `redis-server --cluster-enabled yes` refuses: an intermittent failure.)
 fn cluster_port() -> u16 {
     loop {
         let p = crate::server::free_port();
-        if p <= 45_000 && std::net::TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
-            return p;
-        }
-        let p = 20_000 + (p % 25_000);
+        let p = if p <= 45_000 { p } else { 20_000 + p % 25_000 };
         if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
             && std::net::TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok()
         {
@@ -47,70 +41,45 @@ fn cluster_port() -> u16 {
     }
 }
 
-/// Polls each port's `CLUSTER INFO` until it says `cluster_state:ok`.
-fn wait_until_ok(ports: &[u16]) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for &p in ports {
-        loop {
-            let info = Command::new("redis-cli")
-                .args(["-p", &p.to_string(), "cluster", "info"])
-                .output()
-                .expect("cluster info");
-            if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
-                break;
-            }
-            assert!(Instant::now() < deadline, "cluster never reached state ok");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
 impl Cluster {
+    /// The cluster named by `TOLLGATE_REDIS_CLUSTER`, or a new one.
     fn start() -> Self {
-        match std::env::var("TOLLGATE_REDIS_CLUSTER") {
-            Ok(seeds) if !seeds.is_empty() => Self::shared(&seeds),
+        match std::env::var(CLUSTER_VAR) {
+            Ok(seeds) if !seeds.trim().is_empty() => Self::shared(&seeds),
             _ => Self::own(),
         }
     }
 
-    /// The stage's cluster, flushed, for this test alone until it is dropped.
+    /// The running cluster at `seeds` (`host:port,host:port,...`), after checking that
+    /// it is up and has three primaries.
     fn shared(seeds: &str) -> Self {
-        let turn = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-        let ports: Vec<u16> = seeds
+        let nodes: Vec<(String, u16)> = seeds
             .split(',')
-            .map(|s| {
-                let port = s.trim().strip_prefix("127.0.0.1:");
-                port.and_then(|p| p.parse().ok()).unwrap_or_else(|| {
-                    panic!("TOLLGATE_REDIS_CLUSTER: {s:?} is not 127.0.0.1:port")
-                })
+            .map(|a| {
+                let (host, port) = a
+                    .trim()
+                    .rsplit_once(':')
+                    .unwrap_or_else(|| panic!("{CLUSTER_VAR}: {a:?} is not host:port"));
+                let port = port
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{CLUSTER_VAR}: bad port in {a:?}"));
+                (host.to_owned(), port)
             })
             .collect();
-        assert_eq!(
-            ports.len(),
-            3,
-            "TOLLGATE_REDIS_CLUSTER names three primaries"
-        );
-        wait_until_ok(&ports);
-        for &p in &ports {
-            let out = Command::new("redis-cli")
-                .args(["-p", &p.to_string(), "flushall"])
-                .output()
-                .expect("redis-cli flushall");
-            assert!(
-                String::from_utf8_lossy(&out.stdout).contains("OK"),
-                "flushall on {p}: {}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
-        Cluster {
-            ports,
+        let c = Cluster {
+            nodes,
             children: Vec::new(),
             dir: None,
-            _turn: Some(turn),
-        }
+        };
+        let info = c.cli(0, &["cluster", "info"]);
+        assert!(
+            info.contains("cluster_state:ok") && info.contains("cluster_size:3"),
+            "{CLUSTER_VAR}={seeds} is not a three-primary cluster in state ok:\n{info}"
+        );
+        c
     }
 
-    /// A cluster of this test's own, on free ports.
+    /// A new cluster of three primaries on free loopback ports.
     fn own() -> Self {
         let ports: Vec<u16> = (0..3).map(|_| cluster_port()).collect();
         let dir = std::env::temp_dir().join(format!(
@@ -136,19 +105,18 @@ impl Cluster {
             })
             .collect();
         let c = Cluster {
-            ports,
+            nodes: ports.iter().map(|&p| ("127.0.0.1".to_owned(), p)).collect(),
             children,
             dir: Some(dir),
-            _turn: None,
         };
-        for &p in &c.ports {
+        for &p in &ports {
             let deadline = Instant::now() + Duration::from_secs(10);
             while std::net::TcpStream::connect(("127.0.0.1", p)).is_err() {
                 assert!(Instant::now() < deadline, "cluster node {p} did not start");
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
-        let nodes: Vec<String> = c.ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let nodes: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
         let out = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&nodes)
@@ -161,15 +129,42 @@ impl Cluster {
             String::from_utf8_lossy(&out.stdout)
         );
         // Wait until every node agrees the cluster is up.
-        wait_until_ok(&c.ports);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for i in 0..c.nodes.len() {
+            while !c.cli(i, &["cluster", "info"]).contains("cluster_state:ok") {
+                assert!(Instant::now() < deadline, "cluster never reached state ok");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         c
+    }
+
+    /// `redis-cli` against node `i`: its standard output.
+    fn cli(&self, i: usize, args: &[&str]) -> String {
+        let (host, port) = &self.nodes[i];
+        let out = Command::new("redis-cli")
+            .args(["-h", host, "-p", &port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `name`, made unique to this process on a shared cluster (a cluster of our own
+    /// starts empty).
+    fn prefix(&self, name: &str) -> String {
+        if self.dir.is_some() {
+            name.to_owned()
+        } else {
+            format!("{name}-{}", std::process::id())
+        }
     }
 
     async fn connection(&self) -> tollgate::redis::redis::cluster_async::ClusterConnection {
         let nodes: Vec<String> = self
-            .ports
+            .nodes
             .iter()
-            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .map(|(h, p)| format!("redis://{h}:{p}"))
             .collect();
         ClusterClient::new(nodes)
             .expect("cluster client")
@@ -178,19 +173,16 @@ impl Cluster {
             .expect("cluster connection")
     }
 
-    /// Keys held by each node (`DBSIZE`), to check the work spread over all three.
-    fn keys_per_node(&self) -> Vec<u64> {
-        self.ports
-            .iter()
-            .map(|p| {
-                let out = Command::new("redis-cli")
-                    .args(["-p", &p.to_string(), "dbsize"])
-                    .output()
-                    .expect("dbsize");
-                String::from_utf8_lossy(&out.stdout)
-                    .trim()
-                    .parse()
-                    .unwrap_or(0)
+    /// Keys whose names start with `prefix` held by each node, to check that the work
+    /// spread over all three.
+    fn keys_per_node(&self, prefix: &str) -> Vec<usize> {
+        let pattern = format!("{prefix}*");
+        (0..self.nodes.len())
+            .map(|i| {
+                self.cli(i, &["--scan", "--pattern", &pattern])
+                    .lines()
+                    .filter(|l| !l.is_empty())
+                    .count()
             })
             .collect()
     }
@@ -215,10 +207,11 @@ async fn exact_mode_on_a_three_primary_cluster() {
     let cluster = Cluster::start();
     let clock = ManualClock::new();
     clock.advance(Duration::from_secs(3_600));
+    let base = cluster.prefix("cl");
     for algorithm in Algorithm::ALL {
         let l = RedisRateLimiter::builder(algorithm, Quota::per_minute(5))
             .connection(cluster.connection().await)
-            .prefix(format!("cl-{algorithm:?}"))
+            .prefix(format!("{base}-{algorithm:?}"))
             .clock(clock.clone())
             .timeout(Duration::from_secs(2))
             .build()
@@ -233,7 +226,7 @@ async fn exact_mode_on_a_three_primary_cluster() {
             assert_eq!(admitted, 5, "{algorithm:?} {key}");
         }
     }
-    let per_node = cluster.keys_per_node();
+    let per_node = cluster.keys_per_node(&base);
     assert!(
         per_node.iter().all(|&n| n > 0),
         "keys on every node: {per_node:?}"
@@ -248,12 +241,13 @@ async fn hybrid_mode_on_a_three_primary_cluster() {
     let clock = ManualClock::new();
     clock.advance(Duration::from_secs(3_600) + Duration::from_millis(1));
     let quota = Quota::new(20, Duration::from_secs(60));
+    let prefix = cluster.prefix("hy");
     let mut ls = Vec::new();
     for _ in 0..2 {
         ls.push(
             HybridRateLimiter::builder(Algorithm::FixedWindow, quota)
                 .connection(cluster.connection().await)
-                .prefix("hy")
+                .prefix(prefix.as_str())
                 .sync_interval(Duration::MAX)
                 .timeout(Duration::from_secs(2))
                 .clock(clock.clone())
@@ -284,7 +278,7 @@ async fn hybrid_mode_on_a_three_primary_cluster() {
         // 15 by the first instance, 1 probe by the second: 4 left.
         assert_eq!(more, 4, "{key}");
     }
-    let per_node = cluster.keys_per_node();
+    let per_node = cluster.keys_per_node(&prefix);
     assert!(
         per_node.iter().all(|&n| n > 0),
         "keys on every node: {per_node:?}"
@@ -326,9 +320,10 @@ async fn check_all_on_a_cluster_needs_one_slot() {
     let cluster = Cluster::start();
     let clock = ManualClock::new();
     clock.advance(Duration::from_secs(3_600));
+    let base = cluster.prefix("mc");
     let first = RedisRateLimiter::builder(Algorithm::SlidingWindow, Quota::per_minute(3))
         .connection(cluster.connection().await)
-        .prefix("mc-user")
+        .prefix(format!("{base}-user"))
         .clock(clock.clone())
         .timeout(Duration::from_secs(2))
         .build()
@@ -343,7 +338,7 @@ async fn check_all_on_a_cluster_needs_one_slot() {
     ] {
         let l = RedisRateLimiter::builder(algorithm, Quota::per_minute(5))
             .connection_of(&limiters[0])
-            .prefix(format!("mc-{algorithm:?}"))
+            .prefix(format!("{base}-{algorithm:?}"))
             .clock(clock.clone())
             .timeout(Duration::from_secs(2))
             .build()
@@ -371,14 +366,14 @@ async fn check_all_on_a_cluster_needs_one_slot() {
             assert_eq!(l.check_n(k, 0).await.unwrap().remaining(), 2, "tenant {t}");
         }
     }
-    assert!(cluster.keys_per_node().iter().all(|&n| n > 0));
+    assert!(cluster.keys_per_node(&base).iter().all(|&n| n > 0));
     // Two keys without a common tag: two slots, refused before sending.
     let limits = [(&limiters[0], "alice"), (&limiters[1], "bob")];
     match check_all(&limits, 1).await {
         Err(Error::CrossSlot { slots }) => {
             assert_eq!(slots.len(), 2);
-            assert_eq!(slots[0].0, "mc-user:{alice}");
-            assert_eq!(slots[1].0, "mc-TokenBucket:{bob}");
+            assert_eq!(slots[0].0, format!("{base}-user:{{alice}}"));
+            assert_eq!(slots[1].0, format!("{base}-TokenBucket:{{bob}}"));
             assert_ne!(slots[0].1, slots[1].1);
             let msg = Error::CrossSlot {
                 slots: slots.clone(),

@@ -480,3 +480,179 @@ async fn dropping_the_last_handle_stops_the_sync_task() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A hybrid limiter on `server` that never syncs by itself, with room for `max_keys`.
+async fn bounded(
+    server: &RedisServer,
+    algorithm: Algorithm,
+    prefix: &str,
+    max_keys: usize,
+    clock: &ManualClock,
+) -> HybridRateLimiter {
+    HybridRateLimiter::builder(algorithm, Quota::new(1_000, Duration::from_secs(10)))
+        .url(server.url())
+        .prefix(prefix)
+        .timeout(Duration::from_secs(5))
+        .sync_interval(Duration::MAX)
+        .max_keys(max_keys)
+        .clock(clock.clone())
+        .build()
+        .await
+        .expect("build")
+}
+
+/// Issue 10, item 7: `max_keys(n)` tracks exactly n keys: n distinct keys are all
+/// admitted, the next one is denied (untracked). (The sharded maps denied a new key
+/// as soon as its shard, a sixteenth of the table, was full: here after about 4,700
+/// of 5,000.)
+#[tokio::test]
+async fn max_keys_admits_exactly_that_many_distinct_keys() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(7_200));
+    for n in [1, 3, 100, 5_000] {
+        let l = bounded(&server, Algorithm::FixedWindow, "exactly", n, &clock).await;
+        for k in 0..n {
+            assert!(l.check(&format!("key-{k}")).is_allowed(), "key {k} of {n}");
+        }
+        assert_eq!(l.stats().untracked, 0, "{n}");
+        assert_eq!(l.stats().keys, n as u64);
+        let d = l.check("one-too-many");
+        assert!(!d.is_allowed(), "{n}");
+        assert_eq!(l.stats().untracked, 1);
+        assert_eq!(l.stats().keys, n as u64);
+        // The tracked keys are still decided on their own counts.
+        assert_eq!(l.check("key-0").remaining(), 998, "{n}");
+    }
+}
+
+/// A full table makes room for a new key once old keys are idle (their windows past,
+/// nothing left to sync), on the insert path, without waiting for a sync; an idle key
+/// with unsynced counts is kept until a sync has sent (or dropped) them.
+#[tokio::test]
+async fn idle_keys_make_room_for_new_ones() {
+    let server = RedisServer::start();
+    for (algorithm, idle_after) in [(Algorithm::FixedWindow, 1), (Algorithm::SlidingWindow, 2)] {
+        let clock = ManualClock::new();
+        clock.advance(Duration::from_secs(7_200) + Duration::from_millis(1));
+        let prefix = format!("room:{algorithm:?}");
+        let l = bounded(&server, algorithm, &prefix, 100, &clock).await;
+        for k in 0..100 {
+            assert!(l.check(&format!("old-{k}")).is_allowed());
+        }
+        l.sync().await.expect("sync");
+        assert!(
+            !l.check("new-0").is_allowed(),
+            "{algorithm:?}: live keys stay"
+        );
+        // Not idle before its windows have passed.
+        for _ in 1..idle_after {
+            clock.advance(Duration::from_secs(10));
+            assert!(!l.check("new-0").is_allowed(), "{algorithm:?}");
+        }
+        clock.advance(Duration::from_secs(10));
+        for k in 0..100 {
+            assert!(
+                l.check(&format!("new-{k}")).is_allowed(),
+                "{algorithm:?} {k}"
+            );
+        }
+        let s = l.stats();
+        assert_eq!((s.keys, s.reclaimed), (100, 100), "{algorithm:?}");
+        assert_eq!(s.untracked, idle_after, "{algorithm:?}");
+        // These are dirty (never synced): once idle they still hold their slots
+        // against new keys, until a sync.
+        clock.advance(Duration::from_secs(10 * idle_after));
+        assert!(
+            !l.check("newer").is_allowed(),
+            "{algorithm:?}: unsynced keys stay"
+        );
+        l.sync().await.expect("sync");
+        assert_eq!(l.stats().keys, 0, "{algorithm:?}: the sync drops idle keys");
+        assert!(l.check("newer").is_allowed());
+    }
+}
+
+/// Threads deciding the same new keys at once insert each key once: every admission
+/// is counted in one entry, and a sync sends each key's whole count.
+#[tokio::test]
+async fn racing_threads_insert_a_new_key_once() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(7_200) + Duration::from_millis(1));
+    let l = bounded(&server, Algorithm::FixedWindow, "race", 10_000, &clock).await;
+    let threads = 8;
+    let keys: Vec<String> = (0..300).map(|k| format!("k-{k}")).collect();
+    for round in 0..3 {
+        let barrier = std::sync::Barrier::new(threads);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (l, keys, barrier) = (&l, &keys, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    // Half the threads walk the keys backwards, so pairs meet anywhere.
+                    for i in 0..keys.len() {
+                        let key = if t % 2 == 0 {
+                            &keys[i]
+                        } else {
+                            &keys[keys.len() - 1 - i]
+                        };
+                        assert!(l.check(key).is_allowed());
+                    }
+                });
+            }
+        });
+        assert_eq!(l.stats().keys, keys.len() as u64, "round {round}");
+        for key in &keys {
+            // `threads` admissions per round, all in this key's one entry.
+            let admitted = (threads * (round + 1)) as u32;
+            assert_eq!(l.check_n(key, 0).unwrap().remaining(), 1_000 - admitted);
+        }
+    }
+    l.sync().await.expect("sync");
+    for key in &keys {
+        let name = format!("race:{{{key}}}:720");
+        assert_eq!(global(server.conn().await, &name).await, 3 * threads as u64);
+    }
+}
+
+/// The key table's memory is announced by the builder and taken whole at build; a
+/// `max_keys` too large for the machine is an error at build, never an abort.
+#[tokio::test]
+async fn key_table_memory_is_fixed_at_build_and_too_large_is_an_error() {
+    use tollgate::ConfigError;
+    let clock = ManualClock::new();
+    let builder = || {
+        HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(10))
+            .url("redis://127.0.0.1:1")
+            .sync_interval(Duration::MAX)
+            .clock(clock.clone())
+    };
+    let b = builder().max_keys(10_000);
+    let announced = b.memory_bytes().expect("memory_bytes");
+    let l = b.build().await.expect("builds without Redis");
+    assert_eq!(l.memory_bytes(), announced);
+    for k in 0..20_000 {
+        let _ = l.check(&format!("key-{k}"));
+    }
+    assert_eq!(l.memory_bytes(), announced, "fixed whatever the keys seen");
+    assert_eq!(l.stats().keys, 10_000);
+    // 2^32 keys: about 700 GB of slots, more than this machine can reserve.
+    let huge = builder().max_keys(1 << 32);
+    assert!(huge.memory_bytes().expect("addressable") > 500 << 30);
+    match huge.build().await {
+        Err(Error::Config(ConfigError::InvalidCapacity { requested, .. })) => {
+            assert_eq!(requested, 1 << 32)
+        }
+        other => panic!("expected InvalidCapacity, got {other:?}"),
+    }
+    // Past the largest key count: refused before anything is computed.
+    assert!(matches!(
+        builder().max_keys((1 << 32) + 1).memory_bytes(),
+        Err(Error::Config(ConfigError::InvalidCapacity { .. }))
+    ));
+    assert!(matches!(
+        builder().max_keys(0).build().await,
+        Err(Error::Unsupported(_))
+    ));
+}

@@ -1,5 +1,7 @@
 //! Integration tests of the distributed mode against a real `redis-server`, started by
-//! the tests themselves on a free loopback port (binary from `REDIS_SERVER` or `PATH`).
+//! the tests themselves on a free loopback port (binary from `REDIS_SERVER` or `PATH`),
+//! and a three-primary Redis Cluster: the one named by `TOLLGATE_REDIS_CLUSTER` (which
+//! `scripts/test redis` starts), else one the cluster tests start themselves.
 #![cfg(feature = "redis")]
 
 mod cluster;
@@ -8,6 +10,7 @@ mod edges;
 mod exact;
 mod failure;
 mod hybrid;
+mod keys;
 mod multi;
 mod multi_cost;
 mod multi_differential;

@@ -229,7 +229,7 @@ async fn mixed_deployments_and_duplicate_keys_are_refused() {
     // Nothing of the refused calls was counted: `a` gave one, `elsewhere` none.
     assert_eq!(a.check_n("k", 0).await.unwrap().remaining(), 9);
     assert_eq!(elsewhere.check_n("k", 0).await.unwrap().remaining(), 10);
-    assert_eq!(check_all(&[], 1).await.unwrap().decisions().len(), 0);
+    assert_eq!(check_all::<str>(&[], 1).await.unwrap().decisions().len(), 0);
 }
 
 /// Redis down: with a fallback on every limiter, the fallbacks decide, all or nothing

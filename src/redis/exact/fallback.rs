@@ -39,8 +39,9 @@ pub(super) enum FallbackState {
     Error,
     Allow,
     Deny,
-    /// One local limit per key, in a fixed table on the limiter's own clock.
-    Local(Box<KeyedRateLimiter<str, FallbackClock>>),
+    /// One local limit per key (by the key's bytes, as in its Redis key), in a fixed
+    /// table on the limiter's own clock.
+    Local(Box<KeyedRateLimiter<[u8], FallbackClock>>),
 }
 
 /// The clock of the local fallback: the caller's clock when one was given (so tests and

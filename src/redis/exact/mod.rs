@@ -15,7 +15,8 @@ pub use multi::check_all;
 use plan::*;
 
 use super::{
-    bounded, Connection, Deployment, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT,
+    bounded, Connection, Deployment, Error, KeyName, RedisKey, Target, TimeSource, DEFAULT_PREFIX,
+    DEFAULT_TIMEOUT, KEY_BUF,
 };
 use crate::algorithm::{Params, SLIDING_LOG_MAX_LIMIT};
 use crate::{
@@ -143,7 +144,9 @@ impl RedisRateLimiter {
         }
     }
 
-    /// Decides one request of cost 1 for `key`.
+    /// Decides one request of cost 1 for `key`: any [`RedisKey`] (`&str`, `String`,
+    /// bytes, an IP address, an integer), written into the Redis command as
+    /// `<prefix>:{<key>}` without building a `String`.
     ///
     /// # Errors
     ///
@@ -159,10 +162,14 @@ impl RedisRateLimiter {
     /// if !limiter.check("10.0.0.1").await?.is_allowed() {
     ///     // answer 429
     /// }
+    /// // The same Redis key: an address is written as its text.
+    /// let ip: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+    /// let d = limiter.check(&ip).await?;
+    /// # let _ = d;
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn check(&self, key: &str) -> Result<Decision, Error> {
+    pub async fn check<K: RedisKey + ?Sized>(&self, key: &K) -> Result<Decision, Error> {
         self.check_n(key, 1).await
     }
 
@@ -180,11 +187,14 @@ impl RedisRateLimiter {
     /// ```no_run
     /// # async fn run(limiter: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
     /// let d = limiter.check_n("upload:alice", 5).await?;
+    /// let d = limiter.check_n(&42u64, 5).await?; // the Redis key `<prefix>:{42}`
     /// # let _ = d;
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn check_n(&self, key: &str, n: u32) -> Result<Decision, Error> {
+    pub async fn check_n<K: RedisKey + ?Sized>(&self, key: &K, n: u32) -> Result<Decision, Error> {
+        let mut buf = [0; KEY_BUF];
+        let key = key.key_bytes(&mut buf);
         let inner = &*self.inner;
         let active = inner.active.load();
         let capacity = active.plan.capacity();
@@ -300,18 +310,21 @@ impl RedisRateLimiter {
         }
     }
 
-    /// The Redis key holding `key`'s state: `<prefix>:{<key>}`.
+    /// The Redis key holding `key`'s state: `<prefix>:{<key>}` (bytes of a key that
+    /// are not UTF-8 appear here as U+FFFD; Redis gets them as they are).
     ///
     /// # Example
     ///
     /// ```no_run
     /// # fn run(limiter: tollgate::redis::RedisRateLimiter) {
     /// assert_eq!(limiter.redis_key("bob"), "tollgate:{bob}");
+    /// assert_eq!(limiter.redis_key(&7u32), "tollgate:{7}");
     /// # }
     /// ```
     #[must_use]
-    pub fn redis_key(&self, key: &str) -> String {
-        format!("{}:{{{key}}}", self.inner.prefix)
+    pub fn redis_key<K: RedisKey + ?Sized>(&self, key: &K) -> String {
+        let mut buf = [0; KEY_BUF];
+        KeyName::exact(&self.inner.prefix, key.key_bytes(&mut buf)).to_lossy_string()
     }
 
     /// The most that can ever be admitted at once (the burst for the buckets, the
@@ -410,11 +423,12 @@ impl Inner {
         }
     }
 
-    async fn eval(&self, active: &Active, key: &str, n: u32) -> Result<Decision, Error> {
+    async fn eval(&self, active: &Active, key: &[u8], n: u32) -> Result<Decision, Error> {
         let now_us = self.now_us()?;
         let [a, b, c] = active.plan.args();
         let mut inv = active.plan.script().prepare_invoke();
-        inv.key(format!("{}:{{{key}}}", self.prefix))
+        // The key's name written straight into the invocation: no String per request.
+        inv.key(KeyName::exact(&self.prefix, key))
             .arg(now_us)
             .arg(n)
             .arg(self.grace_ms)
@@ -426,7 +440,7 @@ impl Inner {
         parse(active, &reply)
     }
 
-    fn fall_back(&self, active: &Active, key: &str, n: u32) -> Decision {
+    fn fall_back(&self, active: &Active, key: &[u8], n: u32) -> Decision {
         self.fallbacks.fetch_add(1, Ordering::Relaxed);
         let limit = active.plan.capacity();
         match &self.fallback {

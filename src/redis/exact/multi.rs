@@ -2,7 +2,6 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::redis::hash_slot;
 use crate::{KeyLimit, Limit, MultiDecision};
 
 /// Decides one request of cost `n` against several exact limits at once (per user and
@@ -12,7 +11,9 @@ use crate::{KeyLimit, Limit, MultiDecision};
 /// [`MultiDecision`] holds one [`Decision`] per limit, in order (a limit that would have
 /// admitted a denied request reports `is_allowed()` there, but nothing was taken).
 ///
-/// Each limit is `(limiter, key)`: any algorithms, quotas and clocks, but one Redis
+/// Each limit is `(limiter, key)`, the keys all of one [`RedisKey`] type (`&str` most
+/// often), written into the command without building a `String` for their names: any
+/// algorithms, quotas and clocks, but one Redis
 /// deployment (limiters built on the same URL, or on one connection with
 /// [`connection_of`](RedisRateLimiterBuilder::connection_of)); the call goes through
 /// the first limiter's connection, bounded by the shortest of their timeouts. On Redis
@@ -68,8 +69,8 @@ use crate::{KeyLimit, Limit, MultiDecision};
 /// # Ok(())
 /// # }
 /// ```
-pub async fn check_all(
-    limits: &[(&RedisRateLimiter, &str)],
+pub async fn check_all<K: RedisKey + ?Sized>(
+    limits: &[(&RedisRateLimiter, &K)],
     n: u32,
 ) -> Result<MultiDecision, Error> {
     let Some(&(first, _)) = limits.first() else {
@@ -98,16 +99,32 @@ pub async fn check_all(
             other: limits[index].0.inner.deployment.to_string(),
         });
     }
-    let keys: Vec<String> = limits.iter().map(|(l, k)| l.redis_key(k)).collect();
-    if let Some(i) = (1..keys.len()).find(|&i| keys[..i].contains(&keys[i])) {
-        return Err(Error::DuplicateKey(keys[i].clone()));
+    // Each key's bytes (formatted into its buffer if it needs formatting), and its
+    // Redis key name, written later straight into the script call.
+    let mut bufs = vec![[0u8; KEY_BUF]; limits.len()];
+    let bytes: Vec<&[u8]> = limits
+        .iter()
+        .zip(bufs.iter_mut())
+        .map(|((_, k), buf)| k.key_bytes(buf))
+        .collect();
+    let names: Vec<KeyName<'_>> = limits
+        .iter()
+        .zip(&bytes)
+        .map(|((l, _), k)| KeyName::exact(&l.inner.prefix, k))
+        .collect();
+    let same = |i: usize, j: usize| {
+        limits[i].0.inner.prefix == limits[j].0.inner.prefix && bytes[i] == bytes[j]
+    };
+    if let Some(i) = (1..limits.len()).find(|&i| (0..i).any(|j| same(i, j))) {
+        return Err(Error::DuplicateKey(names[i].to_lossy_string()));
     }
     if first.inner.conn.is_cluster() {
-        let slots: Vec<(String, u16)> = keys
-            .iter()
-            .map(|k| (k.clone(), hash_slot(k.as_bytes())))
-            .collect();
-        if slots.iter().any(|(_, s)| *s != slots[0].1) {
+        let slot = names[0].slot();
+        if names.iter().any(|k| k.slot() != slot) {
+            let slots = names
+                .iter()
+                .map(|k| (k.to_lossy_string(), k.slot()))
+                .collect();
             return Err(Error::CrossSlot { slots });
         }
     }
@@ -115,9 +132,9 @@ pub async fn check_all(
         .iter()
         .all(|(l, _)| !matches!(l.inner.fallback, FallbackState::Error));
     if every_fallback && limits.iter().any(|(l, _)| l.inner.is_down()) {
-        return Ok(fall_back_all(limits, &actives, n));
+        return Ok(fall_back_all(limits, &bytes, &actives, n));
     }
-    match eval_all(limits, &actives, &keys, n).await {
+    match eval_all(limits, &actives, &names, n).await {
         Ok(d) => {
             for (l, _) in limits {
                 l.inner.decisions.fetch_add(1, Ordering::Relaxed);
@@ -135,21 +152,21 @@ pub async fn check_all(
             for (l, _) in limits {
                 l.inner.mark_down();
             }
-            Ok(fall_back_all(limits, &actives, n))
+            Ok(fall_back_all(limits, &bytes, &actives, n))
         }
     }
 }
 
 /// The one script call: every limit's key, and six arguments per limit (see
 /// `scripts/multi.lua`).
-async fn eval_all(
-    limits: &[(&RedisRateLimiter, &str)],
+async fn eval_all<K: ?Sized>(
+    limits: &[(&RedisRateLimiter, &K)],
     actives: &[Active],
-    keys: &[String],
+    names: &[KeyName<'_>],
     n: u32,
 ) -> Result<MultiDecision, Error> {
     let mut inv = multi_script().prepare_invoke();
-    for k in keys {
+    for &k in names {
         inv.key(k);
     }
     inv.arg(n);
@@ -185,8 +202,9 @@ async fn eval_all(
 }
 
 /// Every limit decided by its own fallback, all or nothing (see [`check_all`]).
-fn fall_back_all(
-    limits: &[(&RedisRateLimiter, &str)],
+fn fall_back_all<K: ?Sized>(
+    limits: &[(&RedisRateLimiter, &K)],
+    keys: &[&[u8]],
     actives: &[Active],
     n: u32,
 ) -> MultiDecision {
@@ -199,8 +217,8 @@ fn fall_back_all(
         .any(|(l, _)| matches!(l.inner.fallback, FallbackState::Deny));
     let mut decisions = Vec::with_capacity(limits.len());
     // The local limits, decided together below unless a Deny fallback denies anyway.
-    let mut local: Vec<(usize, KeyLimit<'_, str, FallbackClock>)> = Vec::new();
-    for (i, ((l, key), a)) in limits.iter().zip(actives).enumerate() {
+    let mut local: Vec<(usize, KeyLimit<'_, [u8], FallbackClock>)> = Vec::new();
+    for (i, (((l, _), &key), a)) in limits.iter().zip(keys).zip(actives).enumerate() {
         l.inner.fallbacks.fetch_add(1, Ordering::Relaxed);
         decisions.push(match &l.inner.fallback {
             FallbackState::Allow | FallbackState::Error => {

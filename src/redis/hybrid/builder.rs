@@ -52,8 +52,8 @@ impl HybridRateLimiterBuilder {
         self
     }
 
-    /// Uses an existing connection (a `ConnectionManager` or `MultiplexedConnection`;
-    /// a sync pipelines keys of many slots, so a Cluster connection is not supported).
+    /// Uses an existing connection: a `ConnectionManager`, a `MultiplexedConnection`,
+    /// or a Redis Cluster connection (a sync then sends one pipeline per hash slot).
     ///
     /// # Example
     ///
@@ -124,8 +124,10 @@ impl HybridRateLimiterBuilder {
         self
     }
 
-    /// The most keys tracked at once (default 100,000); while full, new keys are denied
-    /// (from 4096 up: while the new key's shard, a sixteenth of the table, is full).
+    /// The most keys tracked at once (default 100,000): the table holds exactly this
+    /// many, in memory allocated once at build (see [`memory_bytes`](Self::memory_bytes)).
+    /// While it is full, a new key takes the place of an idle one with nothing left to
+    /// sync, or is denied.
     ///
     /// # Example
     ///
@@ -138,6 +140,33 @@ impl HybridRateLimiterBuilder {
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
         self
+    }
+
+    /// The bytes [`build`](Self::build) will allocate for the key table, without
+    /// allocating them: about 166 bytes per key of [`max_keys`](Self::max_keys)
+    /// (1.48 slots of 112 bytes), plus each tracked key's name once it is seen.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] for `max_keys` of 0; [`Error::Config`] with
+    /// [`ConfigError::InvalidCapacity`] for a `max_keys` beyond what the table can
+    /// address.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
+    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
+    ///     .max_keys(100_000);
+    /// let bytes = b.memory_bytes()?;
+    /// assert!(bytes > 100_000 * 100 && bytes < 100_000 * 250);
+    /// # Ok::<(), tollgate::redis::Error>(())
+    /// ```
+    pub fn memory_bytes(&self) -> Result<usize, Error> {
+        if self.max_keys == 0 {
+            return Err(zero_keys());
+        }
+        Ok(KeyTable::bytes_for(self.max_keys)?)
     }
 
     /// Decides at `clock` instead of the system clock (every instance must share it).
@@ -162,7 +191,9 @@ impl HybridRateLimiterBuilder {
     ///
     /// [`Error::Config`] for a quota the local engine refuses; [`Error::Unsupported`]
     /// for an algorithm other than `FixedWindow` and `SlidingWindow`, a sync interval
-    /// not shorter than the period, or `max_keys` of 0; [`Error::NoTarget`],
+    /// not shorter than the period, or `max_keys` of 0; [`Error::Config`] with
+    /// [`ConfigError::InvalidCapacity`] for a key table too large to allocate;
+    /// [`Error::NoTarget`],
     /// [`Error::Redis`] or [`Error::Timeout`] when Redis cannot be reached.
     ///
     /// # Example
@@ -183,15 +214,19 @@ impl HybridRateLimiterBuilder {
         let plan = Plan::new(self.algorithm, self.quota, self.interval)?;
         crate::redis::check_prefix(&self.prefix)?;
         if self.interval.is_zero() || self.max_keys == 0 {
-            return Err(Error::Unsupported(
-                "sync interval and max_keys must be positive".into(),
-            ));
+            return Err(zero_keys());
         }
+        // The key table, allocated once, before connecting: a max_keys too large for
+        // the machine is an error here, never an abort later.
+        let keep = if matches!(plan.window, Window::Sliding(_)) {
+            2
+        } else {
+            1
+        };
+        let table = KeyTable::new(self.max_keys, keep)?;
         // Decisions are local: Redis is optional at start, and syncs fail (counted in
         // the stats) until it can be reached.
         let conn = self.target.connect(self.timeout, true).await?;
-        // Small tables keep one shard, so that their bound is exact.
-        let shards = if self.max_keys >= 4096 { 16 } else { 1 };
         let inner = Arc::new(Inner {
             algorithm: self.algorithm,
             plan: AtomicCell::new(plan),
@@ -200,16 +235,7 @@ impl HybridRateLimiterBuilder {
             timeout: self.timeout,
             conn,
             time: self.time,
-            shards: (0..shards)
-                .map(|_| {
-                    CachePadded::new(Shard {
-                        table: Mutex::new(HashMap::default()),
-                        decisions: AtomicU64::new(0),
-                    })
-                })
-                .collect(),
-            hasher: ahash::RandomState::new(),
-            shard_cap: self.max_keys.div_ceil(shards),
+            table,
             sync_lock: tokio::sync::Mutex::new(()),
             instance: format!(
                 "{:016x}",
@@ -230,6 +256,11 @@ impl HybridRateLimiterBuilder {
         }
         Ok(HybridRateLimiter { inner })
     }
+}
+
+/// The error for a zero sync interval or `max_keys`.
+fn zero_keys() -> Error {
+    Error::Unsupported("sync interval and max_keys must be positive".into())
 }
 
 impl fmt::Debug for HybridRateLimiterBuilder {

@@ -1,22 +1,23 @@
 //! The hybrid mode: local decisions, counts shared through Redis in the background.
 //!
-//! `mod.rs` holds the limiter and its local decision; `sync` the protocol that shares
-//! the counts; `builder` the builder.
+//! `mod.rs` holds the limiter and its local decision; `table` the fixed-capacity key
+//! table; `sync` the protocol that shares the counts; `builder` the builder.
 
 mod builder;
 mod sync;
+mod table;
 
 pub use builder::HybridRateLimiterBuilder;
 
 use super::{
-    bounded, lock, Connection, Error, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT,
+    bounded, lock, Connection, Error, KeyName, RedisKey, Target, TimeSource, DEFAULT_PREFIX,
+    DEFAULT_TIMEOUT, KEY_BUF,
 };
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::{PackedParams, Params};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, Quota};
 use crossbeam_utils::atomic::AtomicCell;
-use crossbeam_utils::CachePadded;
 use redis::aio::ConnectionLike;
 use redis::Script;
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use table::KeyTable;
 use tokio::task::JoinHandle;
 
 /// Counters of a [`HybridRateLimiter`] (all its clones together).
@@ -48,6 +50,9 @@ pub struct HybridStats {
     pub untracked: u64,
     /// Keys tracked now.
     pub keys: u64,
+    /// Keys dropped from the table once idle: at a sync, or to make room for a new
+    /// key.
+    pub reclaimed: u64,
     /// The longest time between two successful syncs so far, in nanoseconds.
     pub max_sync_gap_ns: u64,
 }
@@ -104,6 +109,24 @@ impl Entry {
     fn dirty(&self) -> bool {
         self.touched || self.w.iter().any(|w| w.own != w.own_synced)
     }
+
+    /// Whether the entry says nothing any more at `now`: its window `k` (in its own
+    /// period) and, when `keep` is 2 (`SlidingWindow`, where the previous window
+    /// counts), the next one have passed.
+    fn idle(&self, now: u64, keep: u64) -> bool {
+        self.k + keep <= now / self.period_ns
+    }
+
+    /// The reading from which the entry is [`idle`](Self::idle).
+    fn idle_at(&self, keep: u64) -> u64 {
+        (self.k + keep).saturating_mul(self.period_ns)
+    }
+
+    /// Whether a new key may take the entry's slot at `now`: idle, and nothing left
+    /// for a sync to send or read.
+    fn reclaimable(&self, now: u64, keep: u64) -> bool {
+        self.idle(now, keep) && !self.dirty()
+    }
 }
 
 impl Entry {
@@ -129,16 +152,6 @@ impl Entry {
         }
         self.k
     }
-}
-
-/// Keys are `Arc<str>` so that a sync takes them out of the table without allocating
-/// under the shard's lock.
-type Table = HashMap<Arc<str>, Entry, ahash::RandomState>;
-
-/// One shard of the key table, on its own cache lines.
-struct Shard {
-    table: Mutex<Table>,
-    decisions: AtomicU64,
 }
 
 /// A distributed limiter that decides locally, at in-memory speed, and shares its
@@ -179,11 +192,17 @@ struct Shard {
 /// the next successful sync ([`HybridStats::sync_errors`] counts failures), which also
 /// restores counts a restarted Redis lost.
 ///
-/// The number of tracked keys is bounded ([`max_keys`](HybridRateLimiterBuilder::max_keys)):
-/// keys idle for a window (two for `SlidingWindow`) are dropped at each sync, and while
-/// the table is full a new key is denied (counted in [`HybridStats::untracked`]). From
-/// 4096 keys up the table has 16 shards (one lock each) of `max_keys / 16` keys, and a
-/// new key is denied when its shard is full.
+/// The number of tracked keys is bounded ([`max_keys`](HybridRateLimiterBuilder::max_keys)),
+/// and so is the memory: the key table is the engine's fixed-capacity open-addressed
+/// layout (each key in one of its two windows of 12 slots, about 1.48 slots per key,
+/// one small lock per slot), allocated once at build
+/// ([`memory_bytes`](HybridRateLimiter::memory_bytes); each key's name is stored once
+/// more when it is first seen). It holds exactly `max_keys` keys. Keys idle for a
+/// window (two for `SlidingWindow`) are dropped at each sync; a new key arriving while
+/// the table is full takes the slot of an idle key with nothing left to sync (in its
+/// windows, or found by a sweep of the table from a rotating hand), and is otherwise
+/// denied (counted in [`HybridStats::untracked`]). Deciding a known key allocates
+/// nothing.
 ///
 /// # Example
 ///
@@ -220,11 +239,8 @@ struct Inner {
     timeout: Duration,
     conn: Connection,
     time: TimeSource,
-    /// The key table, sharded by key hash so that threads rarely share a lock.
-    shards: Box<[CachePadded<Shard>]>,
-    hasher: ahash::RandomState,
-    /// Keys per shard.
-    shard_cap: usize,
+    /// The key table: fixed capacity, one lock per slot.
+    table: KeyTable,
     sync_lock: tokio::sync::Mutex<()>,
     /// This instance's field name in the per-window hashes: random per limiter.
     instance: String,
@@ -323,17 +339,24 @@ impl HybridRateLimiter {
         }
     }
 
-    /// Decides one request of cost 1 for `key`, locally.
+    /// Decides one request of cost 1 for `key`, locally: any [`RedisKey`] (`&str`,
+    /// `String`, bytes, an IP address, an integer). Deciding a key already tracked
+    /// allocates nothing.
     ///
     /// # Example
     ///
     /// ```no_run
     /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
     /// if limiter.check("10.1.2.3").is_allowed() { /* serve */ }
+    /// // The same key, given as an address.
+    /// let ip: std::net::IpAddr = "10.1.2.3".parse().unwrap();
+    /// let d = limiter.check(&ip);
+    /// # let _ = d;
     /// # }
     /// ```
-    pub fn check(&self, key: &str) -> Decision {
-        self.inner.decide(key, 1)
+    pub fn check<K: RedisKey + ?Sized>(&self, key: &K) -> Decision {
+        let mut buf = [0; KEY_BUF];
+        self.inner.decide(key.key_bytes(&mut buf), 1)
     }
 
     /// Decides one request of cost `n` for `key`, locally.
@@ -347,11 +370,16 @@ impl HybridRateLimiter {
     /// ```no_run
     /// # fn run(limiter: tollgate::redis::HybridRateLimiter) -> Result<(), tollgate::InsufficientCapacity> {
     /// let d = limiter.check_n("batch", 10)?;
+    /// let d = limiter.check_n(&7u64, 10)?; // tenant 7
     /// # let _ = d;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn check_n(&self, key: &str, n: u32) -> Result<Decision, InsufficientCapacity> {
+    pub fn check_n<K: RedisKey + ?Sized>(
+        &self,
+        key: &K,
+        n: u32,
+    ) -> Result<Decision, InsufficientCapacity> {
         let capacity = self.inner.plan.load().limit();
         if n > capacity {
             return Err(InsufficientCapacity {
@@ -359,7 +387,8 @@ impl HybridRateLimiter {
                 capacity,
             });
         }
-        Ok(self.inner.decide(key, n))
+        let mut buf = [0; KEY_BUF];
+        Ok(self.inner.decide(key.key_bytes(&mut buf), n))
     }
 
     /// Syncs now (what the background task does every interval): sends the unsent
@@ -438,6 +467,9 @@ impl HybridRateLimiter {
             },
         })?;
         inner.plan.store(plan);
+        // Entries restart their windows under a new period: the table's note of when
+        // the soonest goes idle no longer holds.
+        inner.table.rearm();
         Ok(())
     }
 
@@ -455,17 +487,31 @@ impl HybridRateLimiter {
     pub fn stats(&self) -> HybridStats {
         let i = &self.inner;
         HybridStats {
-            decisions: i
-                .shards
-                .iter()
-                .map(|s| s.decisions.load(Ordering::Relaxed))
-                .sum(),
+            decisions: i.table.decisions(),
             round_trips: i.round_trips.load(Ordering::Relaxed),
             sync_errors: i.sync_errors.load(Ordering::Relaxed),
             untracked: i.untracked.load(Ordering::Relaxed),
-            keys: i.shards.iter().map(|s| lock(&s.table).len() as u64).sum(),
+            keys: i.table.len(),
+            reclaimed: i.table.reclaimed(),
             max_sync_gap_ns: i.max_gap.load(Ordering::Relaxed),
         }
+    }
+
+    /// Bytes of the key table, fixed at build whatever the number of distinct keys
+    /// seen (what [`HybridRateLimiterBuilder::memory_bytes`] announced). Each tracked
+    /// key's name is stored once besides, in an allocation of about 16 bytes plus its
+    /// length, made when the key is first seen.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
+    /// println!("{} bytes for {} keys", limiter.memory_bytes(), limiter.stats().keys);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn memory_bytes(&self) -> usize {
+        self.inner.table.memory_bytes()
     }
 
     /// The algorithm this limiter runs.
@@ -517,42 +563,30 @@ impl Inner {
         }
     }
 
-    fn shard(&self, key: &str) -> &Shard {
-        // The shard count is a power of two.
-        let h = self.hasher.hash_one(key) as usize;
-        &self.shards[h & (self.shards.len() - 1)]
-    }
-
-    fn redis_key(&self, key: &str, k: u64) -> String {
-        format!("{}:{{{key}}}:{k}", self.prefix)
-    }
-
-    fn decide(&self, key: &str, n: u32) -> Decision {
+    fn decide(&self, key: &[u8], n: u32) -> Decision {
         let t = self.now_ns();
         let plan = self.plan.load();
         let p = plan.period_ns;
-        let k_now = t / p;
-        let shard = self.shard(key);
-        shard.decisions.fetch_add(1, Ordering::Relaxed);
-        let mut table = lock(&shard.table);
-        // One lookup for a tracked key; a new key is inserted only when its shard has
-        // room.
-        if let Some(entry) = table.get_mut(key) {
-            return Self::decide_entry(entry, &plan, t, n);
-        }
-        if table.len() >= self.shard_cap {
-            drop(table);
-            self.untracked.fetch_add(1, Ordering::Relaxed);
-            let wait = p - t % p;
-            return Decision::deny(plan.limit(), 0, wait, wait);
-        }
-        let entry = table
-            .entry(key.into())
-            .or_insert_with(|| Entry::new(k_now, p));
-        Self::decide_entry(entry, &plan, t, n)
+        // One lookup for a tracked key; a new key is inserted only when there is room.
+        let d = self
+            .table
+            .decide(
+                key,
+                t,
+                |t| Entry::new(t / p, p),
+                |entry, t| Self::decide_entry(entry, &plan, t, n),
+            )
+            .unwrap_or_else(|| {
+                self.untracked.fetch_add(1, Ordering::Relaxed);
+                let wait = p - t % p;
+                Decision::deny(plan.limit(), 0, wait, wait)
+            });
+        self.table.count(&d);
+        d
     }
 
-    /// One decision on a key's entry (under its shard's lock) at `t` for `n`.
+    /// One decision on a key's entry (under its slot's lock) at `t` for `n`.
+    #[inline]
     fn decide_entry(entry: &mut Entry, plan: &Plan, t: u64, n: u32) -> Decision {
         let p = plan.period_ns;
         let k_now = t / p;
@@ -571,10 +605,5 @@ impl Inner {
         }
         entry.touched = true;
         d
-    }
-
-    /// Whether the previous window's count still matters.
-    fn sliding(&self) -> bool {
-        matches!(self.plan.load().window, Window::Sliding(_))
     }
 }

@@ -27,7 +27,9 @@ fn sync_script() -> &'static Script {
 
 /// One key's share of a sync: the cumulative counts sent, for which window.
 struct Sent {
-    key: Arc<str>,
+    /// The key's slot in the table, where its reply is applied.
+    slot: usize,
+    key: Arc<[u8]>,
     k: u64,
     /// The period `k` counts in.
     period_ns: u64,
@@ -38,31 +40,25 @@ struct Sent {
 impl Inner {
     /// One sync: sends the cumulative counts of every key that changed or was used
     /// since the last sync, and reads back their global counts, in one pipelined round
-    /// trip per chunk of keys. Keys neither used nor changed cost nothing. Shard locks are held only to
-    /// collect and to apply (no network I/O, no allocation per key under them).
+    /// trip per chunk of keys. Keys neither used nor changed cost nothing. Slot locks
+    /// are held only to collect and to apply, one at a time (no network I/O, and no
+    /// allocation but an `Arc` clone of the key, under them).
     pub(super) async fn sync(&self) -> Result<usize, Error> {
         let _one_at_a_time = self.sync_lock.lock().await;
         let t = self.now_ns();
-        let keep = if self.sliding() { 2 } else { 1 };
         let mut sent: Vec<Sent> = Vec::new();
-        for shard in self.shards.iter() {
-            let mut table = lock(&shard.table);
-            // Each entry's windows in its own period (set_quota may have changed it).
-            table.retain(|_, e| e.k + keep > t / e.period_ns);
-            for (key, e) in table.iter_mut() {
-                if !e.dirty() {
-                    continue;
-                }
-                e.touched = false;
-                sent.push(Sent {
-                    key: Arc::clone(key),
-                    k: e.k,
-                    period_ns: e.period_ns,
-                    own: [e.w[0].own, e.w[1].own],
-                    send: [e.w[0].to_send(), e.w[1].to_send()],
-                });
-            }
-        }
+        // Idle entries leave the table (each in its own period: set_quota may have
+        // changed it); dirty ones are copied out.
+        self.table.collect(t, |slot, key, e| {
+            sent.push(Sent {
+                slot,
+                key,
+                k: e.k,
+                period_ns: e.period_ns,
+                own: [e.w[0].own, e.w[1].own],
+                send: [e.w[0].to_send(), e.w[1].to_send()],
+            });
+        });
         if sent.is_empty() {
             self.note_sync();
             return Ok(0);
@@ -107,7 +103,7 @@ impl Inner {
             let mut by_slot: HashMap<u16, Vec<usize>> = HashMap::new();
             for i in chunk {
                 let s = &sent[i];
-                let slot = crate::redis::hash_slot(self.redis_key(&s.key, s.k).as_bytes());
+                let slot = KeyName::hybrid(&self.prefix, &s.key, s.k).slot();
                 by_slot.entry(slot).or_default().push(i);
             }
             by_slot.into_values().collect()
@@ -173,9 +169,7 @@ impl Inner {
     /// Marks keys whose sync failed as used, so that the next sync reads them again.
     fn retouch(&self, sent: &[Sent]) {
         for s in sent {
-            if let Some(e) = lock(&self.shard(&s.key).table).get_mut(&s.key) {
-                e.touched = true;
-            }
+            self.table.with_slot(s.slot, &s.key, |e| e.touched = true);
         }
     }
 
@@ -196,8 +190,9 @@ impl Inner {
                 .arg(script.get_hash())
                 .arg(2 * batch.len());
             for s in batch {
-                call.arg(self.redis_key(&s.key, s.k.saturating_sub(1)))
-                    .arg(self.redis_key(&s.key, s.k));
+                // The names written straight into the pipeline: no String per key.
+                call.arg(KeyName::hybrid(&self.prefix, &s.key, s.k.saturating_sub(1)))
+                    .arg(KeyName::hybrid(&self.prefix, &s.key, s.k));
             }
             call.arg(&self.instance);
             for s in batch {
@@ -213,10 +208,12 @@ impl Inner {
 
     /// Takes in one key's global counts read back by a sync.
     fn apply(&self, s: &Sent, g_prev: u64, g_curr: u64) {
-        let mut table = lock(&self.shard(&s.key).table);
-        let Some(e) = table.get_mut(&s.key) else {
-            return;
-        };
+        self.table
+            .with_slot(s.slot, &s.key, |e| Self::apply_entry(e, s, g_prev, g_curr));
+    }
+
+    /// [`apply`](Self::apply) on the key's entry, under its slot's lock.
+    fn apply_entry(e: &mut Entry, s: &Sent, g_prev: u64, g_curr: u64) {
         if e.period_ns != s.period_ns {
             // The windows restarted under a new period meanwhile: these counts are
             // of windows that mean nothing now.
