@@ -146,16 +146,7 @@ fn new_keys(c: &mut Criterion) {
     const FILL: usize = 1_000_000;
     const FULL: usize = 100_000;
     let tollgate = |rate: Rate, keys: usize, policy: OnFull, label: &'static str| {
-        move || {
-            TollgateKeyed(
-                KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, rate.quota())
-                    .max_keys(keys)
-                    .on_full(policy)
-                    .build()
-                    .expect("benchmark quota is valid"),
-                label,
-            )
-        }
+        move || TollgateKeyed::token_bucket(rate, keys, policy, label)
     };
     let group = "keyed/first fill 1M";
     let open = Rate::OPEN;

@@ -248,16 +248,7 @@ fn new_keys(thread_counts: &[usize], started: Instant) -> Vec<Row> {
         };
         let open = Rate::OPEN;
         let tollgate = |rate: Rate, keys: usize, policy: OnFull, label: &'static str| {
-            move || {
-                TollgateKeyed(
-                    KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, rate.quota())
-                        .max_keys(keys)
-                        .on_full(policy)
-                        .build()
-                        .expect("benchmark quota is valid"),
-                    label,
-                )
-            }
+            move || TollgateKeyed::token_bucket(rate, keys, policy, label)
         };
         let w = "first fill 1M";
         let (pre, run): (&[u64], &[u64]) = (&[], &fill_stream);

@@ -103,6 +103,29 @@ pub(crate) struct TollgateKeyed(
     pub(crate) &'static str,
 );
 
+impl TollgateKeyed {
+    /// A keyed token bucket at `rate` for `keys` keys, answering a full table by
+    /// `on_full` (the new-key workloads' tollgate).
+    pub(crate) fn token_bucket(
+        rate: Rate,
+        keys: usize,
+        on_full: tollgate::OnFull,
+        label: &'static str,
+    ) -> Self {
+        TollgateKeyed(
+            tollgate::KeyedRateLimiter::<u64>::builder(
+                tollgate::Algorithm::TokenBucket,
+                rate.quota(),
+            )
+            .max_keys(keys)
+            .on_full(on_full)
+            .build()
+            .expect("benchmark quota is valid"),
+            label,
+        )
+    }
+}
+
 impl Limiter for TollgateKeyed {
     fn name(&self) -> String {
         format!("tollgate {}", self.1)

@@ -50,3 +50,19 @@ pub(crate) struct Booked {
 /// A booking, or the wait (ns from the reading) that exceeded the caller's bound; in
 /// the latter case nothing was booked.
 pub(crate) type Reserved = Result<Booked, u64>;
+
+/// A packed algorithm's successful booking: the state `next` to store, and the booking.
+#[inline]
+pub(crate) fn stored(
+    next: u64,
+    wait: u64,
+    decision: Decision,
+    booking: Booking,
+) -> (Option<u64>, Reserved) {
+    let booked = Booked {
+        wait,
+        decision,
+        booking,
+    };
+    (Some(next), Ok(booked))
+}

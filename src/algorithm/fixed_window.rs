@@ -1,7 +1,7 @@
 //! Fixed window: at most `limit` per window `[k·P, (k+1)·P)`, windows aligned to the
 //! clock's zero.
 
-use super::booking::{Booked, Booking, Reserved};
+use super::booking::{self, Booking, Reserved};
 use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
 use crate::{Algorithm, ConfigError, Decision, Quota};
 use std::time::Duration;
@@ -183,14 +183,7 @@ impl FixedWindow {
         let next = (k << self.shift) | u64::from(count);
         let decision = self.decide(k, u64::from(count), at, 0);
         let booking = Booking::Window { index: k, cost };
-        (
-            Some(next),
-            Ok(Booked {
-                wait,
-                decision,
-                booking,
-            }),
-        )
+        booking::stored(next, wait, decision, booking)
     }
 
     /// Gives back a booking of `cost` in window `index` while the state still counts

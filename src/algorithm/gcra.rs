@@ -18,7 +18,7 @@
 //! reading would give, and the admission test `TAT + n·T − t ≤ burst·T` is only
 //! stricter. An old reading can never re-earn capacity.
 
-use super::booking::{Booked, Booking, Reserved};
+use super::booking::{self, Booking, Reserved};
 use super::HORIZON_NS;
 use crate::{ConfigError, Decision, Quota};
 use std::time::Duration;
@@ -163,14 +163,7 @@ impl Gcra {
             tat: new_tat,
             weight,
         };
-        (
-            Some(new_tat),
-            Ok(Booked {
-                wait,
-                decision,
-                booking,
-            }),
-        )
+        booking::stored(new_tat, wait, decision, booking)
     }
 
     /// Gives back what no later booking depends on (Go x/time/rate's `CancelAt` rule in

@@ -4,7 +4,7 @@
 //! At time `t = k·P + e` a request of cost `n` is admitted iff
 //! `prev·(P − e) + (curr + n)·P ≤ limit·P`, in exact integer arithmetic (`u128`).
 
-use super::booking::{Booked, Booking, Reserved};
+use super::booking::{self, Booking, Reserved};
 use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
 use crate::{Algorithm, ConfigError, Decision, Quota};
 use std::time::Duration;
@@ -264,14 +264,7 @@ impl SlidingWindow {
         let next = (k << (2 * self.shift)) | (prev << self.shift) | curr;
         let decision = self.decide(&self.at(k, at, prev, curr), at, 0);
         let booking = Booking::Window { index: k, cost };
-        (
-            Some(next),
-            Ok(Booked {
-                wait,
-                decision,
-                booking,
-            }),
-        )
+        booking::stored(next, wait, decision, booking)
     }
 
     /// Gives back a booking of `cost` in window `index` while the state's current
