@@ -83,6 +83,11 @@ pub(crate) struct Geometry {
     shard_bits: u32,
     windows_per_shard: usize,
     window: usize,
+    /// Slots per shard (`windows_per_shard × window`).
+    shard_slots: usize,
+    /// The span the per-key start offsets are drawn from: [`WINDOW`] for full windows,
+    /// 0 (probe from the front) for tables too small for one.
+    start_span: u64,
 }
 
 /// The candidate slots of one key.
@@ -126,6 +131,8 @@ impl Geometry {
             shard_bits: shards.trailing_zeros(),
             windows_per_shard,
             window,
+            shard_slots: windows_per_shard * window,
+            start_span: if window == WINDOW { WINDOW as u64 } else { 0 },
         })
     }
 
@@ -152,38 +159,36 @@ impl Geometry {
     /// Where the key hashed to `h` may live.
     #[inline]
     pub(crate) fn locate(&self, h: u64) -> Location {
-        let shard = if self.shard_bits == 0 {
-            0
-        } else {
-            (h >> (64 - self.shard_bits)) as usize
-        };
+        // The top `shard_bits` bits: `(h >> 1) >> (63 − bits)` is `h >> (64 − bits)`
+        // and 0 when there is one shard, with no branch.
+        let shard = ((h >> 1) >> (63 - self.shard_bits)) as usize;
         let n = self.windows_per_shard as u64;
         // Multiply-shift: a uniform 32-bit value scaled to 0..n.
         let w1 = ((h & 0xFFFF_FFFF) * n) >> 32;
-        let mut w2 = (((h >> 24) & 0xFFFF_FFFF) * n) >> 32;
-        if w2 == w1 && n > 1 {
-            w2 = (w1 + 1) % n;
-        }
-        let base = shard * self.windows_per_shard;
-        // Start offsets from bits mixed out of all of `h`, so they are independent of
-        // the window choice. Tables too small for a full window (a handful of slots,
-        // as in the loom models) probe from the front: with so few slots there is no
-        // walk to shorten, and every key then competes for the same first slot.
-        let m = (h ^ (h >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let w = if self.window == WINDOW {
-            WINDOW as u64
+        let w2 = (((h >> 24) & 0xFFFF_FFFF) * n) >> 32;
+        // Two distinct windows whenever the shard has two (the next one, wrapping).
+        let w2 = if w2 != w1 {
+            w2
+        } else if w1 + 1 < n {
+            w1 + 1
         } else {
             0
         };
+        let base = shard * self.shard_slots;
+        let window = self.window as u64;
+        // Start offsets from bits mixed out of all of `h`, so they are independent of
+        // the window choice. Tables too small for a full window (a handful of slots,
+        // as in the loom models) probe from the front (`start_span` 0): with so few
+        // slots there is no walk to shorten, and every key then competes for the same
+        // first slot.
+        let m = (h ^ (h >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let span = self.start_span;
         Location {
             shard,
-            windows: [
-                (base + w1 as usize) * self.window,
-                (base + w2 as usize) * self.window,
-            ],
+            windows: [base + (w1 * window) as usize, base + (w2 * window) as usize],
             starts: [
-                (((m & 0xFFFF_FFFF) * w) >> 32) as usize,
-                (((m >> 32) * w) >> 32) as usize,
+                (((m & 0xFFFF_FFFF) * span) >> 32) as usize,
+                (((m >> 32) * span) >> 32) as usize,
             ],
         }
     }
@@ -351,6 +356,7 @@ pub(crate) const STRIPES: usize = 32;
 #[cfg(not(tollgate_loom))]
 mod thread_id {
     use super::STRIPES;
+    use std::cell::Cell;
     use std::sync::Mutex;
 
     /// Ids given back by exited threads.
@@ -358,41 +364,64 @@ mod thread_id {
     /// The next never-used id.
     static NEXT: Mutex<usize> = Mutex::new(0);
 
-    /// A thread's id; gives it back when the thread exits.
-    struct Id(usize);
-
-    impl Id {
-        fn acquire() -> Id {
-            if let Some(id) = crate::sync::lock(&FREE).pop() {
-                return Id(id);
-            }
-            let mut next = crate::sync::lock(&NEXT);
-            if *next < STRIPES {
-                *next += 1;
-                Id(*next - 1)
-            } else {
-                Id(STRIPES)
-            }
-        }
-    }
-
-    impl Drop for Id {
-        fn drop(&mut self) {
-            if self.0 < STRIPES {
-                crate::sync::lock(&FREE).push(self.0);
-            }
-        }
-    }
+    /// No id taken yet.
+    const UNSET: usize = usize::MAX;
 
     thread_local! {
-        static ID: Id = Id::acquire();
+        /// This thread's id. Constant-initialized and without a destructor, so reading
+        /// it is one thread-local load (no lazy-initialization check on the hot path).
+        static ID: Cell<usize> = const { Cell::new(UNSET) };
+        /// Gives the id back when the thread exits.
+        static RELEASE: Release = const { Release };
+    }
+
+    /// Gives the thread's id back when dropped (at thread exit).
+    struct Release;
+
+    impl Drop for Release {
+        fn drop(&mut self) {
+            let id = ID.with(|c| c.replace(STRIPES));
+            if id < STRIPES {
+                crate::sync::lock(&FREE).push(id);
+            }
+        }
+    }
+
+    /// Takes an id for this thread and arranges for it to be given back.
+    #[cold]
+    fn acquire() -> usize {
+        // Registering the release fails only while the thread is exiting: it then
+        // counts in the shared overflow stripe.
+        if RELEASE.try_with(|_| ()).is_err() {
+            ID.with(|c| c.set(STRIPES));
+            return STRIPES;
+        }
+        let id = match crate::sync::lock(&FREE).pop() {
+            Some(id) => id,
+            None => {
+                let mut next = crate::sync::lock(&NEXT);
+                if *next < STRIPES {
+                    *next += 1;
+                    *next - 1
+                } else {
+                    STRIPES
+                }
+            }
+        };
+        ID.with(|c| c.set(id));
+        id
     }
 
     /// This thread's stripe: `< STRIPES` when it owns one, `STRIPES` (the shared
     /// overflow stripe) otherwise, including while the thread is exiting.
     #[inline]
     pub(super) fn current() -> usize {
-        ID.try_with(|id| id.0).unwrap_or(STRIPES)
+        let id = ID.with(Cell::get);
+        if id == UNSET {
+            acquire()
+        } else {
+            id
+        }
     }
 }
 

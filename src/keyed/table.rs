@@ -96,9 +96,36 @@ enum Scan {
     Absent { first_empty: Option<usize> },
 }
 
+impl Scan {
+    /// The scan a fast path's miss (`PackedTable::decide_found`'s `Err`) reports, for the
+    /// slow path to start from: `None` when the key's slot went to another key (the
+    /// slow path scans again).
+    fn resume(missed: usize) -> Option<Scan> {
+        match missed {
+            MOVED => None,
+            FULL => Some(Scan::Absent { first_empty: None }),
+            e => Some(Scan::Absent {
+                first_empty: Some(e),
+            }),
+        }
+    }
+}
+
 /// Four slots on one cache line, so that a window of 12 slots is 3 whole lines.
 #[repr(align(64))]
 struct Line([AtomicU128; 4]);
+
+/// Tables of more slot bytes than this (4 MiB, more than a core's share of the caches
+/// here) probe both candidate windows in pairs: there a lookup's loads are cache
+/// misses, and overlapping them hides one. Smaller tables probe one slot at a time,
+/// which saves the second load for the two thirds of keys found in their first slot.
+const PAIRED_BYTES: usize = 4 << 20;
+
+/// The fast path's report that the key's slot went to another key (see
+/// `PackedTable::decide_found`).
+const MOVED: usize = usize::MAX;
+/// The fast path's report that the key is absent and its windows have no empty slot.
+const FULL: usize = usize::MAX - 1;
 
 /// A fixed-capacity table of packed states.
 pub(crate) struct PackedTable {
@@ -107,6 +134,9 @@ pub(crate) struct PackedTable {
     claims: ClaimLocks,
     counts: Stripes,
     geo: Geometry,
+    /// Whether lookups load both windows' slots in pairs (tables larger than
+    /// [`PAIRED_BYTES`]) rather than one at a time.
+    paired: bool,
     /// Each tier's parameters.
     params: Tiers<PackedParams>,
     on_full: OnFull,
@@ -146,6 +176,7 @@ impl PackedTable {
             shards: new_shards(geo.shards()),
             claims: ClaimLocks::new(geo.slots()),
             counts: Stripes::new(stats),
+            paired: n * std::mem::size_of::<Line>() > PAIRED_BYTES,
             geo,
             params: Tiers::new(tiers),
             on_full,
@@ -218,8 +249,6 @@ impl PackedTable {
             }
         };
         // The order of `Location::probe`, written out so it compiles to a tight loop.
-        // Both windows' slots are loaded before either is examined, so that on a large
-        // table the two cache misses overlap instead of following each other.
         if a == b {
             for _ in 0..window {
                 let i = a + ja;
@@ -228,7 +257,10 @@ impl PackedTable {
                 }
                 ja = if ja + 1 == window { 0 } else { ja + 1 };
             }
-        } else {
+        } else if self.paired {
+            // A table larger than the caches: both windows' slots are loaded before
+            // either is examined, so that the two cache misses overlap instead of
+            // following each other.
             for _ in 0..window {
                 let (ia, ib) = (a + ja, b + jb);
                 let wa = self.slot(ia).load(Ordering::Acquire);
@@ -237,6 +269,20 @@ impl PackedTable {
                     return found;
                 }
                 if let Some(found) = check(ib, wb) {
+                    return found;
+                }
+                ja = if ja + 1 == window { 0 } else { ja + 1 };
+                jb = if jb + 1 == window { 0 } else { jb + 1 };
+            }
+        } else {
+            // A table the caches hold: one slot at a time, so that a key found in its
+            // first slot (most keys) costs one load.
+            for _ in 0..window {
+                let (ia, ib) = (a + ja, b + jb);
+                if let Some(found) = check(ia, self.slot(ia).load(Ordering::Acquire)) {
+                    return found;
+                }
+                if let Some(found) = check(ib, self.slot(ib).load(Ordering::Acquire)) {
                     return found;
                 }
                 ja = if ja + 1 == window { 0 } else { ja + 1 };
@@ -291,35 +337,72 @@ impl PackedTable {
         // winning compare-and-swap replaced (the step is pure). Carrying the 40-byte
         // decision through the loop kept it in memory and stalled store forwarding
         // (39 ns instead of 28 ns per keyed check).
+        // Each algorithm gets its own copy of the loop, so the loop holds only that
+        // algorithm's values (a match inside it kept all three algorithms' live).
+        let hit = match params {
+            PackedParams::Gcra(p) => self.decide_found(h, &now, cost, |s, t| p.step(s, t, cost)),
+            PackedParams::Fixed(p) => self.decide_found(h, &now, cost, |s, t| p.step(s, t, cost)),
+            PackedParams::Sliding(p) => self.decide_found(h, &now, cost, |s, t| p.step(s, t, cost)),
+        };
+        match hit {
+            Ok(d) => d,
+            Err(missed) => self.decide_slow(h, now, cost, params, Scan::resume(missed)),
+        }
+    }
+
+    /// The fast path of [`decide`](Self::decide): the key is present and its slot keeps
+    /// it. Otherwise `Err`: the first empty slot of the scan that found the key absent
+    /// (for the slow path to start from), [`FULL`] when that scan met no empty slot, or
+    /// [`MOVED`] when the key's slot went to another key.
+    #[inline(always)]
+    fn decide_found(
+        &self,
+        h: u64,
+        now: &impl Fn() -> u64,
+        cost: u32,
+        step: impl Fn(u64, u64) -> (Option<u64>, Decision),
+    ) -> Result<Decision, usize> {
         let fp = fingerprint(h);
-        if let Scan::Found(i, mut word) = self.scan(fp, &self.geo.locate(h)) {
-            let t = now();
-            loop {
-                let state = state_of(word);
-                let Some(next) = params.step(state, t, cost).0 else {
-                    let d = params.step(state, t, cost).1;
+        let (i, mut word) = match self.scan(fp, &self.geo.locate(h)) {
+            Scan::Found(i, word) => (i, word),
+            Scan::Absent { first_empty } => return Err(first_empty.unwrap_or(FULL)),
+        };
+        let slot = self.slot(i);
+        let t = now();
+        loop {
+            let state = state_of(word);
+            let Some(next) = step(state, t).0 else {
+                let d = step(state, t).1;
+                self.counts.count(cost, &d);
+                return Ok(d);
+            };
+            match slot.compare_exchange(word, pack(fp, next), Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    let d = step(state, t).1;
                     self.counts.count(cost, &d);
-                    return d;
-                };
-                match self.slot(i).compare_exchange(
-                    word,
-                    pack(fp, next),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => {
-                        let d = params.step(state, t, cost).1;
-                        self.counts.count(cost, &d);
-                        return d;
-                    }
-                    Err(actual) if fp_of(actual) == fp => word = actual,
-                    // The slot went to another key: the full protocol below.
-                    Err(_) => break,
+                    return Ok(d);
                 }
+                Err(actual) if fp_of(actual) == fp => word = actual,
+                // The slot went to another key: the full protocol.
+                Err(_) => return Err(MOVED),
             }
         }
-        // Absent, or moved: the whole protocol (insert, reclaim, the reading floor).
-        let placed = self.run(h, now, cost > 0, |state, t| {
+    }
+
+    /// The rest of [`decide`](Self::decide), out of line so that the fast path keeps
+    /// its few values in registers: a key absent or moved goes through the whole
+    /// protocol (insert, reclaim, the reading floor).
+    #[inline(never)]
+    #[cold]
+    fn decide_slow(
+        &self,
+        h: u64,
+        now: impl Fn() -> u64,
+        cost: u32,
+        params: PackedParams,
+        absent: Option<Scan>,
+    ) -> Decision {
+        let placed = self.run_from(absent, h, now, cost > 0, |state, t| {
             (params.step(state, t, cost).0, (state, t))
         });
         let d = match placed {
@@ -346,13 +429,32 @@ impl PackedTable {
         h: u64,
         now: impl Fn() -> u64,
         insert: bool,
+        f: impl FnMut(u64, u64) -> (Option<u64>, R),
+    ) -> Placed<R> {
+        self.run_from(None, h, now, insert, f)
+    }
+
+    /// [`run`](Self::run), starting from `first`, a scan of the key's windows made
+    /// before the clock was read (a later reading is only safer: the reclaim floor is
+    /// read after the scan either way).
+    #[inline(always)]
+    fn run_from<R>(
+        &self,
+        mut first: Option<Scan>,
+        h: u64,
+        now: impl Fn() -> u64,
+        insert: bool,
         mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Placed<R> {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
         let mut t = now();
         loop {
-            match self.scan(fp, &loc) {
+            let scan = match first.take() {
+                Some(scan) => scan,
+                None => self.scan(fp, &loc),
+            };
+            match scan {
                 Scan::Found(i, w) => {
                     if let Some(r) = self.update(i, fp, w, t, &mut f) {
                         return Placed::Stored(r);
