@@ -241,3 +241,43 @@ fn capacity_holds_n_live_keys_under_continuous_churn() {
         assert!(rate < 0.001, "{algorithm:?}: {s:?}");
     }
 }
+
+/// A new key refused by a table whose entries are all live (the refusal made without
+/// the claim lock) is told to retry exactly when the soonest of them goes idle, and is
+/// admitted then; under `Allow` it is admitted untracked meanwhile.
+#[test]
+fn a_refused_new_key_retries_when_the_soonest_entry_goes_idle() {
+    for policy in [OnFull::Deny, OnFull::Allow] {
+        let clock = ManualClock::new();
+        // A two-slot table: room for A and C only.
+        let limiter =
+            KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, Quota::per_second(1))
+                .max_keys(1)
+                .on_full(policy)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+        assert_eq!(limiter.stats().slots, 2);
+        assert!(limiter.check(&1).is_allowed()); // A: idle at 1.0 s
+        clock.advance(Duration::from_millis(300));
+        assert!(limiter.check(&3).is_allowed()); // C: idle at 1.3 s
+        clock.advance(Duration::from_millis(200));
+        let d = limiter.check(&2);
+        match policy {
+            OnFull::Deny => {
+                assert!(!d.is_allowed());
+                assert_eq!(d.retry_after(), Some(Duration::from_millis(500)));
+                assert_eq!(limiter.stats().refused, 1);
+            }
+            _ => {
+                assert!(d.is_allowed());
+                assert_eq!(limiter.stats().untracked, 1);
+            }
+        }
+        // At 1.0 s A is idle: B takes its slot.
+        clock.advance(Duration::from_millis(500));
+        assert!(limiter.check(&2).is_allowed(), "{policy:?}");
+        assert!(!limiter.check(&2).is_allowed(), "{policy:?}");
+        assert_eq!(limiter.stats().idle_reclaims, 1, "{policy:?}");
+    }
+}

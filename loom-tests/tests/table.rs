@@ -3,7 +3,8 @@
 //! eviction racing an update, and exact admission per key under a frozen clock for
 //! every algorithm, a request in flight across a reclaim of its own key, and inserts and
 //! reclaims in a table of full-size windows (two windows probed interleaved from
-//! per-key start offsets, scans stopping at the first empty slot).
+//! per-key start offsets, scans stopping at the first empty slot), and a refusal made
+//! without the lock racing a reclaim of the same key.
 //!
 //! Most tables are built tiny (`max_keys(1)`: one window of two slots) so that every key
 //! competes for the same slots, and with a fixed hash seed so that every execution of
@@ -172,6 +173,52 @@ fn two_threads_reclaim_for_the_same_new_key() {
         assert_eq!(d.burst() - d.remaining(), 2);
         let s = l.stats();
         assert_eq!((s.idle_reclaims, s.evictions, s.refused), (1, 0, 0));
+    });
+}
+
+/// A refusal without the lock (`OnFull::Deny` when every entry of the key's windows is
+/// live at the reading) racing a reclaim for the same key: at 10.4 s both A and C are
+/// live (until 10.5 s), at 10.6 s both are idle. The thread at 10.6 s reclaims a slot
+/// for B; the one at 10.4 s either refuses B (its pass ran before the install: at its
+/// reading there was no room) or finds B and is admitted into that one state. B is never
+/// installed twice: a later request lands in the same state as every admission before it.
+#[test]
+fn lock_free_refusal_racing_a_reclaim_of_the_same_key() {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    const C: u64 = 3;
+    loom::model(|| {
+        // T = 0.5 s, burst 4: a key checked once at t is live until t + 0.5 s.
+        let l = Arc::new(
+            KeyedRateLimiter::<u64, _>::builder(
+                Algorithm::TokenBucket,
+                Quota::new(4, Duration::from_secs(2)),
+            )
+            .max_keys(1)
+            .on_full(OnFull::Deny)
+            .hash_seed(1)
+            .clock(PerThreadClock)
+            .build()
+            .unwrap(),
+        );
+        set_reading(10_000);
+        assert!(l.check(&A).is_allowed());
+        assert!(l.check(&C).is_allowed());
+        let l2 = l.clone();
+        let t = thread::spawn(move || {
+            set_reading(10_600);
+            l2.check(&B).is_allowed()
+        });
+        set_reading(10_400);
+        let early = l.check(&B).is_allowed();
+        assert!(t.join().unwrap());
+        let s = l.stats();
+        assert_eq!(s.idle_reclaims, 1, "{s:?}");
+        assert_eq!(s.refused, u64::from(!early), "{s:?}");
+        // One state for B, holding every admission so far and the next one.
+        set_reading(10_600);
+        assert!(l.check(&B).is_allowed());
+        assert_eq!(used(&l, B), 2 + u32::from(early));
     });
 }
 

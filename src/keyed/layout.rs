@@ -570,12 +570,15 @@ impl<S: Copy> ClaimScan<S> {
     /// The denial of a refused new key at `now`: retry when the soonest ranked entry
     /// goes idle (at least 1 ns).
     pub(crate) fn refusal(&self, capacity: u32, now: u64) -> Decision {
-        let wait = self
-            .victim
-            .map_or(1, |(_, at)| at.saturating_sub(now))
-            .max(1);
-        Decision::deny(capacity, 0, wait, wait)
+        refusal(capacity, self.victim.map(|(_, at)| at), now)
     }
+}
+
+/// The denial of a new key refused at `now` by a full table: retry when the soonest
+/// live entry of its windows goes idle, at `soonest` (at least 1 ns from now).
+pub(crate) fn refusal(capacity: u32, soonest: Option<u64>, now: u64) -> Decision {
+    let wait = soonest.map_or(1, |at| at.saturating_sub(now)).max(1);
+    Decision::deny(capacity, 0, wait, wait)
 }
 
 /// The locks that serialize the claims replacing an entry (idle reclaim, eviction).

@@ -44,12 +44,18 @@
 //!   the stamp, so deciding fresh there is what the old state would have decided.
 //!   This also covers cores whose clocks disagree.
 //!
-//! Lookups and updates never lock; a claim that replaces an entry holds its shard's
-//! lock for one scan of two windows and one CAS.
+//! * **a refusal when nothing is free** (`OnFull::Deny`, `OnFull::Allow`): a pass over
+//!   the key's full windows without the lock that finds every entry live at the
+//!   request's reading answers at once (refused, or admitted untracked), writing
+//!   nothing: at that reading the key had no room, so the answer is ordered before any
+//!   claim of the same key that found room at a later reading (see `PackedTable::claim`).
+//!
+//! Lookups, updates and refusals never lock; a claim that replaces an entry holds its
+//! key's claim lock for one scan of two windows and one CAS.
 
 use super::layout::{
-    fingerprint, new_shards, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes,
-    Tiers, Totals,
+    fingerprint, new_shards, refusal, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard,
+    Stripes, Tiers, Totals,
 };
 use super::OnFull;
 use crate::algorithm::PackedParams;
@@ -94,6 +100,16 @@ pub(crate) enum Placed<R> {
 enum Scan {
     Found(usize, u128),
     Absent { first_empty: Option<usize> },
+}
+
+/// What [`PackedTable::survey`] finds in a key's full windows.
+enum Survey {
+    /// The key (inserted meanwhile).
+    Found,
+    /// An empty slot or an entry idle at the reading.
+    Free,
+    /// Only live entries; the soonest goes idle at `soonest`.
+    Live { soonest: u64 },
 }
 
 impl Scan {
@@ -481,7 +497,7 @@ impl PackedTable {
                         {
                             return Placed::Stored(r);
                         }
-                    } else if let Some(placed) = self.claim_locked(fp, &loc, t, &mut f) {
+                    } else if let Some(placed) = self.claim(fp, &loc, t, &mut f) {
                         return placed;
                     }
                 }
@@ -508,6 +524,90 @@ impl PackedTable {
         }
     }
 
+    /// The claim of a full pair of windows (no empty slot, the key absent). Under
+    /// `Deny` and `Allow` a pass without the lock first checks whether any entry is
+    /// idle at `now`: when none is, nothing can be claimed and the new key is refused
+    /// or admitted untracked with no lock taken (a flood of new keys into a table of
+    /// live keys then costs two passes over the key's windows and no locked
+    /// instruction). Otherwise, and always under `Evict`, [`claim_locked`](Self::claim_locked).
+    ///
+    /// The lock-free answer is what the locked claim would have answered at `now`:
+    /// the pass saw every slot of the key's windows hold another key's live entry. A
+    /// concurrent claim of the same key can only take a slot that is idle at its own
+    /// (later) reading; if the pass read that slot before the claim's install, it held
+    /// an entry live at `now`, so at `now` the key had no room, and the refusal (or the
+    /// untracked admission) is ordered before that claim. If the pass read it after,
+    /// it saw the key and the request starts over. No state is written either way, so
+    /// a key is still never installed twice (model-checked in `loom-tests`).
+    fn claim<R>(
+        &self,
+        fp: u64,
+        loc: &Location,
+        now: u64,
+        f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
+    ) -> Option<Placed<R>> {
+        if self.on_full == OnFull::Evict {
+            return self.claim_locked(fp, loc, now, f);
+        }
+        let params = self.params.get(0);
+        // One copy of the pass per algorithm, so the idle stamp is not dispatched per slot.
+        let survey = match params {
+            PackedParams::Gcra(p) => self.survey(fp, loc, now, |s| p.idle_at(s)),
+            PackedParams::Fixed(p) => self.survey(fp, loc, now, |s| p.idle_at(s)),
+            PackedParams::Sliding(p) => self.survey(fp, loc, now, |s| p.idle_at(s)),
+        };
+        let soonest = match survey {
+            // Inserted meanwhile: start over (the scan will find it).
+            Survey::Found => return None,
+            // Something may be claimed: the locked claim decides what.
+            Survey::Free => return self.claim_locked(fp, loc, now, f),
+            Survey::Live { soonest } => soonest,
+        };
+        let (next, fresh) = f(0, now);
+        if next.is_none() {
+            return Some(Placed::Absent(fresh));
+        }
+        let shard = &self.shards[loc.shard];
+        Some(match self.on_full {
+            OnFull::Allow => {
+                Shard::bump(&shard.untracked);
+                Placed::Untracked(fresh)
+            }
+            _ => {
+                Shard::bump(&shard.refused);
+                Placed::Refused(
+                    refusal(params.capacity(), Some(soonest), now).with_limit(params.limit()),
+                )
+            }
+        })
+    }
+
+    /// One pass over the key's windows without the lock, for [`claim`](Self::claim).
+    #[inline(always)]
+    fn survey(&self, fp: u64, loc: &Location, now: u64, idle_at: impl Fn(u64) -> u64) -> Survey {
+        let window = self.geo.window();
+        let [a, b] = loc.windows;
+        let mut soonest = u64::MAX;
+        for base in if a == b {
+            &loc.windows[..1]
+        } else {
+            &loc.windows[..]
+        } {
+            for i in *base..*base + window {
+                let w = self.slot(i).load(Ordering::Acquire);
+                if fp_of(w) == fp {
+                    return Survey::Found;
+                }
+                let at = idle_at(state_of(w));
+                if fp_of(w) == 0 || at <= now {
+                    return Survey::Free;
+                }
+                soonest = soonest.min(at);
+            }
+        }
+        Survey::Live { soonest }
+    }
+
     /// The claim of a full pair of windows, under the key's claim lock: rescan, then
     /// reclaim an idle entry, or apply the `OnFull` policy. `None` when a CAS lost a
     /// race and the whole request should start over.
@@ -524,21 +624,34 @@ impl PackedTable {
         // A reclaim may have happened since the caller's scan.
         let now = shard.floor(now);
         let mut scan = ClaimScan::new();
-        for (wi, i) in loc.probe(self.geo.window()) {
-            let w = self.slot(i).load(Ordering::Acquire);
-            let fw = fp_of(w);
-            if fw == fp {
-                // Inserted meanwhile (claims of this key are serialized by this
-                // lock, or were an empty-slot claim that finished before).
-                return self.update(i, fp, w, now, f).map(Placed::Stored);
-            }
-            // One comparison per entry: the state is its own idle stamp.
-            let idle_at = params.idle_at(state_of(w));
-            if fw == 0 || idle_at <= now {
-                scan.free(wi, (i, w));
-            } else {
-                scan.live(wi);
-                scan.rank((i, w), idle_at);
+        let window = self.geo.window();
+        let [a, b] = loc.windows;
+        let count = if a == b { 1 } else { 2 };
+        // Each window in the key's order from its start offset (what `ClaimScan`
+        // needs: each window's first free slot in that order, its live entries, and the
+        // entry going idle soonest); one window after the other, a tighter loop than
+        // the interleaved `Location::probe`.
+        for wi in 0..count {
+            let (base, start) = (loc.windows[wi], loc.starts[wi]);
+            let mut j = start;
+            for _ in 0..window {
+                let i = base + j;
+                j = if j + 1 == window { 0 } else { j + 1 };
+                let w = self.slot(i).load(Ordering::Acquire);
+                let fw = fp_of(w);
+                if fw == fp {
+                    // Inserted meanwhile (claims of this key are serialized by this
+                    // lock, or were an empty-slot claim that finished before).
+                    return self.update(i, fp, w, now, f).map(Placed::Stored);
+                }
+                // One comparison per entry: the state is its own idle stamp.
+                let idle_at = params.idle_at(state_of(w));
+                if fw == 0 || idle_at <= now {
+                    scan.free(wi, (i, w));
+                } else {
+                    scan.live(wi);
+                    scan.rank((i, w), idle_at);
+                }
             }
         }
         let (next, fresh) = f(0, now);
