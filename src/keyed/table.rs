@@ -132,9 +132,10 @@ impl Scan {
 struct Line([AtomicU128; 4]);
 
 /// Tables of more slot bytes than this (4 MiB, more than a core's share of the caches
-/// here) probe both candidate windows in pairs: there a lookup's loads are cache
-/// misses, and overlapping them hides one. Smaller tables probe one slot at a time,
-/// which saves the second load for the two thirds of keys found in their first slot.
+/// here) probe both candidate windows in pairs all the way: there a lookup's loads are
+/// cache misses, and overlapping them hides one. Smaller tables probe the first pair
+/// together and the rest one slot at a time (a slot a key rarely reaches is then not
+/// loaded for nothing).
 const PAIRED_BYTES: usize = 4 << 20;
 
 /// The fast path's report that the key's slot went to another key (see
@@ -264,7 +265,14 @@ impl PackedTable {
                 _ => None,
             }
         };
-        // The order of `Location::probe`, written out so it compiles to a tight loop.
+        // The order of `Location::probe`, written out so it compiles to tight loops.
+        //
+        // A pair of slots, one from each window, is loaded together and the match
+        // picked without a branch on which of the two holds it: for a random key
+        // stream that branch went either way at random, a mispredicted jump on most
+        // decisions. The test "either is the key" is written as "the smaller
+        // difference is zero", which the compiler keeps as one branch (`hit_a | hit_b`
+        // became two). The key is in at most one of them.
         if a == b {
             for _ in 0..window {
                 let i = a + ja;
@@ -274,26 +282,38 @@ impl PackedTable {
                 ja = if ja + 1 == window { 0 } else { ja + 1 };
             }
         } else if self.paired {
-            // A table larger than the caches: both windows' slots are loaded before
-            // either is examined, so that the two cache misses overlap instead of
-            // following each other.
+            // A table larger than the caches: pairs all the way, so that the two
+            // cache misses of each pair overlap instead of following each other.
             for _ in 0..window {
                 let (ia, ib) = (a + ja, b + jb);
                 let wa = self.slot(ia).load(Ordering::Acquire);
                 let wb = self.slot(ib).load(Ordering::Acquire);
-                if let Some(found) = check(ia, wa) {
-                    return found;
+                if (fp_of(wa) ^ fp).min(fp_of(wb) ^ fp) == 0 {
+                    let (i, w) = if fp_of(wa) == fp { (ia, wa) } else { (ib, wb) };
+                    return Scan::Found(i, w);
                 }
-                if let Some(found) = check(ib, wb) {
-                    return found;
+                if let Some(absent) = check(ia, wa).or_else(|| check(ib, wb)) {
+                    return absent;
                 }
                 ja = if ja + 1 == window { 0 } else { ja + 1 };
                 jb = if jb + 1 == window { 0 } else { jb + 1 };
             }
         } else {
-            // A table the caches hold: one slot at a time, so that a key found in its
-            // first slot (most keys) costs one load.
-            for _ in 0..window {
+            // A table the caches hold: the first pair (where about nine keys in ten
+            // sit) together, the rest one slot at a time.
+            let (ia, ib) = (a + ja, b + jb);
+            let wa = self.slot(ia).load(Ordering::Acquire);
+            let wb = self.slot(ib).load(Ordering::Acquire);
+            if (fp_of(wa) ^ fp).min(fp_of(wb) ^ fp) == 0 {
+                let (i, w) = if fp_of(wa) == fp { (ia, wa) } else { (ib, wb) };
+                return Scan::Found(i, w);
+            }
+            if let Some(absent) = check(ia, wa).or_else(|| check(ib, wb)) {
+                return absent;
+            }
+            ja = if ja + 1 == window { 0 } else { ja + 1 };
+            jb = if jb + 1 == window { 0 } else { jb + 1 };
+            for _ in 1..window {
                 let (ia, ib) = (a + ja, b + jb);
                 if let Some(found) = check(ia, self.slot(ia).load(Ordering::Acquire)) {
                     return found;
