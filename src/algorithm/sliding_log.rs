@@ -266,7 +266,15 @@ impl SlidingLog {
         ring.head = ring.wrap(cost) as u32;
         ring.newest = now;
         ring.booked = false;
-        let active = self.active(ring, now);
+        // When the newest entry before these has left the window, so has every older
+        // one: the `cost` just admitted are all that is active (the common case of a
+        // key used less often than its limit per period), without the search.
+        let active =
+            if cost < self.limit && self.expired(self.nth(ring, self.limit - cost - 1), now) {
+                cost
+            } else {
+                self.active(ring, now)
+            };
         Decision::allow(
             self.limit,
             self.limit - active,
