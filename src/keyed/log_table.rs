@@ -243,6 +243,20 @@ impl LogTable {
     /// The slot holding `fp`, locked: the hints skip other keys' slots without locking
     /// them, and the key is confirmed under the slot's lock.
     fn find(&self, fp: u64, loc: &Location) -> Option<(usize, MutexGuard<'_, Entry>)> {
+        // The key's first slot in each window first, where about nine keys in ten sit;
+        // then the whole probe order (a key is never present twice, so whichever slot
+        // confirms it is the key's).
+        let [a, b] = loc.windows;
+        let [sa, sb] = loc.starts;
+        for i in [a + sa, b + sb] {
+            let slot = &self.slots[i];
+            if slot.hint.load(Ordering::Acquire) == fp {
+                let e = lock(&slot.entry);
+                if e.fp == fp {
+                    return Some((i, e));
+                }
+            }
+        }
         for (_, i) in loc.probe(self.geo.window()) {
             let slot = &self.slots[i];
             if slot.hint.load(Ordering::Acquire) != fp {
