@@ -196,6 +196,21 @@ impl SlidingWindow {
         (next, d)
     }
 
+    /// The state [`step`](Self::step) would leave, without its decision: the same
+    /// admission test and the same state, but none of the decision's waits (two or
+    /// three 128-bit divisions), which a caller that needs the decision only once the
+    /// state is stored computes after. `step(state, now, cost).0`, exactly.
+    #[inline(always)]
+    pub(crate) fn next_state(&self, state: u64, now: u64, cost: u32) -> Option<u64> {
+        let v = self.view(state, now);
+        let budget = u128::from(self.limit) * u128::from(self.period);
+        let admitted = cost > 0 && self.weight(v.prev, v.e, v.curr, cost) <= budget;
+        // A state in a later window admits nothing before it starts (see `step`).
+        (admitted && v.k * self.period <= now).then(|| {
+            (v.k << (2 * self.shift)) | (v.prev << self.shift) | (v.curr + u64::from(cost))
+        })
+    }
+
     /// The decision for `cost` on `v` at the reading `now`. A stale reading is decided
     /// at its window's start; waits are measured from the reading itself, so they are
     /// never too early for its caller. A zero-cost peek asks for nothing and is always

@@ -133,3 +133,71 @@ fn idle_at_is_exactly_when_a_state_turns_idle() {
         }
     }
 }
+
+/// The keyed table's fast path computes the new state with `next_state` and the
+/// decision with `Step::decision`: together they must be exactly `step`, for every
+/// packed algorithm, on states reached by real schedules (including states in a later
+/// window than the reading, which a reservation leaves) and on arbitrary bit patterns.
+#[test]
+fn next_state_and_decision_are_exactly_step() {
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    for algorithm in [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+    ] {
+        for quota in quotas() {
+            let params = packed(algorithm, quota);
+            let period = quota.period().as_nanos() as u64;
+            let (mut state, mut now) = (0u64, 0u64);
+            for i in 0..20_000 {
+                now += next(period / 3 + 1);
+                let cost = next(u64::from(params.capacity()) + 1) as u32;
+                // Now and then a reading older than the state's window.
+                let reading = if i % 7 == 0 {
+                    now.saturating_sub(next(period))
+                } else {
+                    now
+                };
+                let (s, d) = params.step(state, reading, cost);
+                assert_eq!(
+                    params.next_state(state, reading, cost),
+                    s,
+                    "{algorithm:?} {quota:?}"
+                );
+                let via = match params {
+                    PackedParams::Gcra(p) => (
+                        p.next_state(state, reading, cost),
+                        p.decision(state, reading, cost),
+                    ),
+                    PackedParams::Fixed(p) => (
+                        p.next_state(state, reading, cost),
+                        p.decision(state, reading, cost),
+                    ),
+                    PackedParams::Sliding(p) => (
+                        Step::next_state(&p, state, reading, cost),
+                        p.decision(state, reading, cost),
+                    ),
+                };
+                assert_eq!(
+                    via,
+                    (s, d),
+                    "{algorithm:?} {quota:?} state {state:#x} at {reading}"
+                );
+                if i % 5 == 0 {
+                    // A reservation can move the state to a later window.
+                    if let (Some(booked), Ok(_)) =
+                        params.reserve(state, now, cost.max(1), 3 * period)
+                    {
+                        state = booked;
+                        continue;
+                    }
+                }
+                if let Some(s) = s {
+                    state = s;
+                }
+            }
+        }
+    }
+}

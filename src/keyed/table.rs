@@ -58,7 +58,7 @@ use super::layout::{
     Stripes, Tiers, Totals,
 };
 use super::OnFull;
-use crate::algorithm::PackedParams;
+use crate::algorithm::{PackedParams, Step};
 use crate::sync::{lock, AtomicU128, Ordering};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
@@ -376,9 +376,9 @@ impl PackedTable {
         // Each algorithm gets its own copy of the loop, so the loop holds only that
         // algorithm's values (a match inside it kept all three algorithms' live).
         let hit = match params {
-            PackedParams::Gcra(p) => self.decide_found(h, &now, cost, |s, t| p.step(s, t, cost)),
-            PackedParams::Fixed(p) => self.decide_found(h, &now, cost, |s, t| p.step(s, t, cost)),
-            PackedParams::Sliding(p) => self.decide_found(h, &now, cost, |s, t| p.step(s, t, cost)),
+            PackedParams::Gcra(p) => self.decide_found(h, &now, cost, p),
+            PackedParams::Fixed(p) => self.decide_found(h, &now, cost, p),
+            PackedParams::Sliding(p) => self.decide_found(h, &now, cost, p),
         };
         match hit {
             Ok(d) => d,
@@ -396,7 +396,7 @@ impl PackedTable {
         h: u64,
         now: &impl Fn() -> u64,
         cost: u32,
-        step: impl Fn(u64, u64) -> (Option<u64>, Decision),
+        step: impl Step,
     ) -> Result<Decision, usize> {
         let fp = fingerprint(h);
         let (i, mut word) = match self.scan(fp, &self.geo.locate(h)) {
@@ -407,14 +407,14 @@ impl PackedTable {
         let t = now();
         loop {
             let state = state_of(word);
-            let Some(next) = step(state, t).0 else {
-                let d = step(state, t).1;
+            let Some(next) = step.next_state(state, t, cost) else {
+                let d = step.decision(state, t, cost);
                 self.counts.count(cost, &d);
                 return Ok(d);
             };
             match slot.compare_exchange(word, pack(fp, next), Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
-                    let d = step(state, t).1;
+                    let d = step.decision(state, t, cost);
                     self.counts.count(cost, &d);
                     return Ok(d);
                 }
@@ -439,7 +439,7 @@ impl PackedTable {
         absent: Option<Scan>,
     ) -> Decision {
         let placed = self.run_from(absent, h, now, cost > 0, |state, t| {
-            (params.step(state, t, cost).0, (state, t))
+            (params.next_state(state, t, cost), (state, t))
         });
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
