@@ -387,7 +387,8 @@ impl PackedTable {
     }
 
     /// The fast path of [`decide`](Self::decide): the key is present and its slot keeps
-    /// it. Otherwise `Err`: the first empty slot of the scan that found the key absent
+    /// it, or it is new and takes the empty slot its scan ended at. Otherwise `Err`: the
+    /// first empty slot of the scan that found the key absent
     /// (for the slow path to start from), [`FULL`] when that scan met no empty slot, or
     /// [`MOVED`] when the key's slot went to another key.
     #[inline(always)]
@@ -399,8 +400,34 @@ impl PackedTable {
         step: impl Step,
     ) -> Result<Decision, usize> {
         let fp = fingerprint(h);
-        let (i, mut word) = match self.scan(fp, &self.geo.locate(h)) {
+        let loc = self.geo.locate(h);
+        let (i, mut word) = match self.scan(fp, &loc) {
             Scan::Found(i, word) => (i, word),
+            Scan::Absent {
+                first_empty: Some(e),
+            } if cost > 0 => {
+                // A new key and an empty slot (a table filling up): `run`'s claim of
+                // an empty slot, here without its generic machinery. The reading is
+                // taken after the scan and never older than a reclaim in the shard
+                // (the floor of the protocol); a lost race goes the whole way round.
+                let t = self.shards[loc.shard].floor(now());
+                let Some(next) = step.next_state(0, t, cost) else {
+                    return Err(e);
+                };
+                return match self.slot(e).compare_exchange(
+                    0,
+                    pack(fp, next),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        let d = step.decision(0, t, cost);
+                        self.counts.count(cost, &d);
+                        Ok(d)
+                    }
+                    Err(_) => Err(MOVED),
+                };
+            }
             Scan::Absent { first_empty } => return Err(first_empty.unwrap_or(FULL)),
         };
         let slot = self.slot(i);
@@ -714,5 +741,68 @@ impl PackedTable {
                 Some(Placed::Untracked(fresh))
             }
         }
+    }
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::*;
+    use crate::algorithm::{Algorithm, Params};
+    use crate::Quota;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    /// A hash whose two windows are `windows` (slot indices of their first slots).
+    fn hash_for(geo: &Geometry, windows: [usize; 2], seed: &mut u64) -> u64 {
+        loop {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            if geo.locate(*seed).windows == windows {
+                return *seed;
+            }
+        }
+    }
+
+    /// A key's request in flight across a reclaim of its own slot, when its other
+    /// window has an empty slot: the key is found missing, and the insert into the
+    /// empty slot (the fast path's, not the locked claim's) must still decide it no
+    /// earlier than the reclaim. Key A (windows 0 and 24) spends its burst at 10 s and
+    /// is idle from 11 s; 23 keys fill windows 0 and 12 at 10.9 s; C (windows 0 and
+    /// 12) reclaims A's slot at 11 s; then A's request read at 10.5 s arrives, and A
+    /// is drained at 11 s. A single bucket fed A's readings in order admits 4; deciding
+    /// the in-flight request at 10.5 s as a fresh key admits 5.
+    #[test]
+    fn an_insert_into_an_empty_slot_never_decides_before_a_reclaim() {
+        let geo = Geometry::new(17, Some(1)).unwrap();
+        assert_eq!((geo.slots(), geo.window()), (36, 12));
+        let Params::Packed(p) = Params::new(Algorithm::TokenBucket, Quota::per_second(2)).unwrap()
+        else {
+            unreachable!()
+        };
+        let table = PackedTable::new(geo, vec![p], OnFull::Deny, true).unwrap();
+        let mut seed = 0x2545_f491_4f6c_dd1d;
+        let a = hash_for(&geo, [0, 24], &mut seed);
+        let c = hash_for(&geo, [0, 12], &mut seed);
+        let decide = |h: u64, t: u64, cost: u32| table.decide(h, || t, cost, p).is_allowed();
+        let mut admitted = 0;
+        assert!(decide(a, 10 * SECOND, 2));
+        admitted += 2;
+        // Fill every other slot of windows 0 and 12 with keys live until 11.4 s.
+        let mut fillers = 0;
+        while fillers < 23 {
+            let h = hash_for(&geo, [[0, 12], [12, 0]][fillers % 2], &mut seed);
+            assert!(decide(h, 10_900_000_000, 1), "filler {fillers}");
+            fillers += 1;
+        }
+        // C finds both its windows full and only A idle: it takes A's slot.
+        assert!(decide(c, 11 * SECOND, 1));
+        assert_eq!(table.totals().idle_reclaims, 1);
+        // A's request that read the clock at 10.5 s, before the reclaim.
+        admitted += u32::from(decide(a, 10_500_000_000, 1));
+        while admitted < 10 && decide(a, 11 * SECOND, 1) {
+            admitted += 1;
+        }
+        assert_eq!(admitted, 4);
     }
 }
