@@ -242,6 +242,11 @@ impl LogTable {
 
     /// The slot holding `fp`, locked: the hints skip other keys' slots without locking
     /// them, and the key is confirmed under the slot's lock.
+    ///
+    /// Inline: out of line, the locked guard came back through memory and the caller
+    /// saved and restored its registers around the call (a keyed sliding-log check at
+    /// 1,000 keys: 44.3 ns out of line, 39.1 ns inline).
+    #[inline(always)]
     fn find(&self, fp: u64, loc: &Location) -> Option<(usize, MutexGuard<'_, Entry>)> {
         // The key's first slot in each window first, where about nine keys in ten sit;
         // then the whole probe order (a key is never present twice, so whichever slot
