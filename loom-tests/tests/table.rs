@@ -129,6 +129,23 @@ impl Clock for PerThreadClock {
     }
 }
 
+/// A one-key table (two slots, one window) under `OnFull::Deny`, on per-thread readings:
+/// T = 0.5 s, burst 4, so a key checked once at t is live until t + 0.5 s.
+fn two_slots_deny() -> Arc<KeyedRateLimiter<u64, PerThreadClock>> {
+    Arc::new(
+        KeyedRateLimiter::<u64, _>::builder(
+            Algorithm::TokenBucket,
+            Quota::new(4, Duration::from_secs(2)),
+        )
+        .max_keys(1)
+        .on_full(OnFull::Deny)
+        .hash_seed(1)
+        .clock(PerThreadClock)
+        .build()
+        .unwrap(),
+    )
+}
+
 fn set_reading(ms: u64) {
     READING.with(|r| r.set(ms * 1_000_000));
 }
@@ -143,19 +160,7 @@ fn two_threads_reclaim_for_the_same_new_key() {
     const B: u64 = 2;
     const C: u64 = 3;
     loom::model(|| {
-        // T = 0.5 s, burst 4: a key checked once at t is live until t + 0.5 s.
-        let l = Arc::new(
-            KeyedRateLimiter::<u64, _>::builder(
-                Algorithm::TokenBucket,
-                Quota::new(4, Duration::from_secs(2)),
-            )
-            .max_keys(1)
-            .on_full(OnFull::Deny)
-            .hash_seed(1)
-            .clock(PerThreadClock)
-            .build()
-            .unwrap(),
-        );
+        let l = two_slots_deny();
         set_reading(10_000);
         assert!(l.check(&A).is_allowed()); // slot 0, live until 10.5 s
         set_reading(0);
@@ -188,19 +193,7 @@ fn lock_free_refusal_racing_a_reclaim_of_the_same_key() {
     const B: u64 = 2;
     const C: u64 = 3;
     loom::model(|| {
-        // T = 0.5 s, burst 4: a key checked once at t is live until t + 0.5 s.
-        let l = Arc::new(
-            KeyedRateLimiter::<u64, _>::builder(
-                Algorithm::TokenBucket,
-                Quota::new(4, Duration::from_secs(2)),
-            )
-            .max_keys(1)
-            .on_full(OnFull::Deny)
-            .hash_seed(1)
-            .clock(PerThreadClock)
-            .build()
-            .unwrap(),
-        );
+        let l = two_slots_deny();
         set_reading(10_000);
         assert!(l.check(&A).is_allowed());
         assert!(l.check(&C).is_allowed());

@@ -105,46 +105,46 @@ impl Algorithm {
 /// One packed algorithm's step, split for the keyed table's fast path: the state a
 /// request leaves (computed in the compare-and-swap loop) and the decision (computed
 /// once, after, from the state the winning compare-and-swap replaced). Both are
-/// `step(state, now, cost)`'s halves, exactly; forced inline, so that no 40-byte
-/// decision travels through memory between a call and its caller.
+/// [`both`](Self::both)'s halves, exactly; forced inline, so that no 40-byte decision
+/// travels through memory between a call and its caller.
 pub(crate) trait Step: Copy {
-    /// `step(state, now, cost).0`.
-    fn next_state(&self, state: u64, now: u64, cost: u32) -> Option<u64>;
-    /// `step(state, now, cost).1`.
-    fn decision(&self, state: u64, now: u64, cost: u32) -> Decision;
+    /// The algorithm's `step(state, now, cost)`: the new state and the decision.
+    fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision);
+    /// `both(state, now, cost).0`.
+    #[inline(always)]
+    fn next_state(&self, state: u64, now: u64, cost: u32) -> Option<u64> {
+        self.both(state, now, cost).0
+    }
+    /// `both(state, now, cost).1`.
+    #[inline(always)]
+    fn decision(&self, state: u64, now: u64, cost: u32) -> Decision {
+        self.both(state, now, cost).1
+    }
 }
 
 impl Step for gcra::Gcra {
     #[inline(always)]
-    fn next_state(&self, state: u64, now: u64, cost: u32) -> Option<u64> {
-        self.step(state, now, cost).0
-    }
-    #[inline(always)]
-    fn decision(&self, state: u64, now: u64, cost: u32) -> Decision {
-        self.step(state, now, cost).1
+    fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
+        self.step(state, now, cost)
     }
 }
 
 impl Step for fixed_window::FixedWindow {
     #[inline(always)]
-    fn next_state(&self, state: u64, now: u64, cost: u32) -> Option<u64> {
-        self.step(state, now, cost).0
-    }
-    #[inline(always)]
-    fn decision(&self, state: u64, now: u64, cost: u32) -> Decision {
-        self.step(state, now, cost).1
+    fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
+        self.step(state, now, cost)
     }
 }
 
 impl Step for sliding_window::SlidingWindow {
+    #[inline(always)]
+    fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
+        self.step(state, now, cost)
+    }
     /// Without the decision's divisions (see `SlidingWindow::next_state`).
     #[inline(always)]
     fn next_state(&self, state: u64, now: u64, cost: u32) -> Option<u64> {
         sliding_window::SlidingWindow::next_state(self, state, now, cost)
-    }
-    #[inline(always)]
-    fn decision(&self, state: u64, now: u64, cost: u32) -> Decision {
-        self.step(state, now, cost).1
     }
 }
 
@@ -178,9 +178,9 @@ impl PackedParams {
     #[inline(always)]
     pub(crate) fn next_state(&self, state: u64, now: u64, cost: u32) -> Option<u64> {
         match self {
-            PackedParams::Gcra(p) => p.step(state, now, cost).0,
-            PackedParams::Fixed(p) => p.step(state, now, cost).0,
-            PackedParams::Sliding(p) => p.next_state(state, now, cost),
+            PackedParams::Gcra(p) => Step::next_state(p, state, now, cost),
+            PackedParams::Fixed(p) => Step::next_state(p, state, now, cost),
+            PackedParams::Sliding(p) => Step::next_state(p, state, now, cost),
         }
     }
 

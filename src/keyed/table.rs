@@ -265,14 +265,20 @@ impl PackedTable {
                 _ => None,
             }
         };
+        // A pair of slots, one from each window, loaded together: the match is picked
+        // without a branch on which of the two holds it. For a random key stream that
+        // branch went either way at random, a mispredicted jump on most decisions. The
+        // test "either is the key" is written as "the smaller difference is zero",
+        // which the compiler keeps as one branch (`hit_a | hit_b` became two). The key
+        // is in at most one of them.
+        let pair = |(ia, wa): (usize, u128), (ib, wb): (usize, u128)| -> Option<Scan> {
+            if (fp_of(wa) ^ fp).min(fp_of(wb) ^ fp) == 0 {
+                let (i, w) = if fp_of(wa) == fp { (ia, wa) } else { (ib, wb) };
+                return Some(Scan::Found(i, w));
+            }
+            check(ia, wa).or_else(|| check(ib, wb))
+        };
         // The order of `Location::probe`, written out so it compiles to tight loops.
-        //
-        // A pair of slots, one from each window, is loaded together and the match
-        // picked without a branch on which of the two holds it: for a random key
-        // stream that branch went either way at random, a mispredicted jump on most
-        // decisions. The test "either is the key" is written as "the smaller
-        // difference is zero", which the compiler keeps as one branch (`hit_a | hit_b`
-        // became two). The key is in at most one of them.
         if a == b {
             for _ in 0..window {
                 let i = a + ja;
@@ -299,12 +305,8 @@ impl PackedTable {
                     };
                 }
                 let wb = self.slot(ib).load(Ordering::Acquire);
-                if (fp_of(wa) ^ fp).min(fp_of(wb) ^ fp) == 0 {
-                    let (i, w) = if fp_of(wa) == fp { (ia, wa) } else { (ib, wb) };
-                    return Scan::Found(i, w);
-                }
-                if let Some(absent) = check(ia, wa).or_else(|| check(ib, wb)) {
-                    return absent;
+                if let Some(done) = pair((ia, wa), (ib, wb)) {
+                    return done;
                 }
                 ja = if ja + 1 == window { 0 } else { ja + 1 };
                 jb = if jb + 1 == window { 0 } else { jb + 1 };
@@ -315,12 +317,8 @@ impl PackedTable {
             let (ia, ib) = (a + ja, b + jb);
             let wa = self.slot(ia).load(Ordering::Acquire);
             let wb = self.slot(ib).load(Ordering::Acquire);
-            if (fp_of(wa) ^ fp).min(fp_of(wb) ^ fp) == 0 {
-                let (i, w) = if fp_of(wa) == fp { (ia, wa) } else { (ib, wb) };
-                return Scan::Found(i, w);
-            }
-            if let Some(absent) = check(ia, wa).or_else(|| check(ib, wb)) {
-                return absent;
+            if let Some(done) = pair((ia, wa), (ib, wb)) {
+                return done;
             }
             ja = if ja + 1 == window { 0 } else { ja + 1 };
             jb = if jb + 1 == window { 0 } else { jb + 1 };
@@ -514,9 +512,10 @@ impl PackedTable {
         self.run_from(None, h, now, insert, f)
     }
 
-    /// [`run`](Self::run), starting from `first`, a scan of the key's windows made
-    /// before the clock was read (a later reading is only safer: the reclaim floor is
-    /// read after the scan either way).
+    /// [`run`](Self::run), starting from `first`, a scan of the key's windows the
+    /// caller made (before or after this function's reading, either is sound: a missing
+    /// key's reading is floored by the reclaim stamp read after the scan, and a found
+    /// key's state decides any reading, a stale one only more strictly).
     #[inline(always)]
     fn run_from<R>(
         &self,
@@ -769,6 +768,14 @@ mod tests {
 
     const SECOND: u64 = 1_000_000_000;
 
+    /// The token bucket's parameters for `quota`.
+    fn token_bucket(quota: Quota) -> PackedParams {
+        match Params::new(Algorithm::TokenBucket, quota).unwrap() {
+            Params::Packed(p) => p,
+            Params::Log(_) => unreachable!("the token bucket is packed"),
+        }
+    }
+
     /// A hash whose two windows are `windows` (slot indices of their first slots).
     fn hash_for(geo: &Geometry, windows: [usize; 2], seed: &mut u64) -> u64 {
         loop {
@@ -793,10 +800,7 @@ mod tests {
     fn an_insert_into_an_empty_slot_never_decides_before_a_reclaim() {
         let geo = Geometry::new(17, Some(1)).unwrap();
         assert_eq!((geo.slots(), geo.window()), (36, 12));
-        let Params::Packed(p) = Params::new(Algorithm::TokenBucket, Quota::per_second(2)).unwrap()
-        else {
-            unreachable!()
-        };
+        let p = token_bucket(Quota::per_second(2));
         let table = PackedTable::new(geo, vec![p], OnFull::Deny, true).unwrap();
         let mut seed = 0x2545_f491_4f6c_dd1d;
         let a = hash_for(&geo, [0, 24], &mut seed);
@@ -831,10 +835,7 @@ mod tests {
     fn a_paired_table_finds_every_key_it_installed_once() {
         const KEYS: usize = 200_000;
         let geo = Geometry::new(KEYS, None).unwrap();
-        let Params::Packed(p) = Params::new(Algorithm::TokenBucket, Quota::per_hour(1)).unwrap()
-        else {
-            unreachable!()
-        };
+        let p = token_bucket(Quota::per_hour(1));
         let table = PackedTable::new(geo, vec![p], OnFull::Deny, true).unwrap();
         assert!(table.paired);
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
