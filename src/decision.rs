@@ -136,6 +136,16 @@ impl Decision {
         self
     }
 
+    /// This decision under another policy's `limit` and `burst`: a keyed table's
+    /// refusal of a new key is built where the table is full, and restated with the
+    /// deciding tier's quota by the caller that decided under it.
+    #[inline]
+    pub(crate) const fn with_policy(mut self, limit: u32, burst: u32) -> Self {
+        self.limit = limit;
+        self.burst = burst;
+        self
+    }
+
     /// How many more requests of cost 1 would be admitted right now, after this one.
     ///
     /// # Example

@@ -4,7 +4,9 @@ use crate::algorithm::booking::Booking;
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::{PackedParams, Params};
 use crate::cell::{LogCell, PackedCell};
-use crate::reservation::{max_wait_ns, reservable, too_long, Ledger, Reservation, ReserveError};
+use crate::reservation::{
+    max_wait_ns, reservable, too_long, Ledger, Origin, Reservation, ReserveError,
+};
 use crate::sync::{lock, CopyCell, Mutex, Swap};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use std::fmt;
@@ -195,7 +197,7 @@ impl<C: Clock> RateLimiter<C> {
             Engine::Packed(params, cell) => {
                 let p = params.load();
                 InsufficientCapacity::check(n, p.capacity())?;
-                Ok(cell.decide(p, now, n))
+                Ok(cell.decide(p, now, n, || crate::algorithm::now(&self.clock)))
             }
             Engine::Log(params, cell, _) => {
                 let l = params.load();
@@ -287,7 +289,7 @@ impl<C: Clock> RateLimiter<C> {
             }
         };
         match booked {
-            Ok(b) => Ok(Reservation::new(b, now, self, 0)),
+            Ok(b) => Ok(Reservation::new(b, now, self, 0, Origin::Cell)),
             Err(wait) => Err(too_long(wait, max_wait)),
         }
     }
@@ -296,7 +298,9 @@ impl<C: Clock> RateLimiter<C> {
     fn decide(&self, n: u32) -> Decision {
         let now = crate::algorithm::now(&self.clock);
         match &self.engine {
-            Engine::Packed(params, cell) => cell.decide(params.load(), now, n),
+            Engine::Packed(params, cell) => {
+                cell.decide(params.load(), now, n, || crate::algorithm::now(&self.clock))
+            }
             Engine::Log(params, cell, _) => cell.decide(&params.load(), now, n),
         }
     }
@@ -474,18 +478,18 @@ impl<C: Clock> RateLimiter<C> {
     /// it), due or not.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn give_back(&self, undo: crate::reservation::Undo) {
-        Ledger::refund(self, undo.key, &undo.booking, 0, true);
+        Ledger::refund(self, undo.key, &undo.booking, undo.origin, 0, true);
     }
 }
 
 impl<C: Clock> Ledger for RateLimiter<C> {
-    fn refund(&self, _key: u64, booking: &Booking, due: u64, always: bool) {
+    fn refund(&self, _key: u64, booking: &Booking, _origin: Origin, due: u64, always: bool) {
         let now = crate::algorithm::now(&self.clock);
         if !always && now > due {
             return;
         }
         match &self.engine {
-            Engine::Packed(params, cell) => cell.refund(&params.load(), booking),
+            Engine::Packed(params, cell) => cell.refund(&params.load(), booking, now, always),
             Engine::Log(params, cell, _) => cell.refund(&params.load(), booking, now),
         }
     }
@@ -494,16 +498,17 @@ impl<C: Clock> Ledger for RateLimiter<C> {
 impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
     fn book(&self, n: u32) -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity> {
         let now = crate::algorithm::now(&self.clock);
-        let (d, booking) = match &self.engine {
+        let (d, booking, now) = match &self.engine {
             Engine::Packed(params, cell) => {
                 let p = params.load();
                 InsufficientCapacity::check(n, p.capacity())?;
-                cell.decide_booked(&p, now, n)
+                cell.decide_booked(&p, now, n, || crate::algorithm::now(&self.clock))
             }
             Engine::Log(params, cell, _) => {
                 let l = params.load();
                 InsufficientCapacity::check(n, l.limit())?;
-                cell.decide_booked(&l, now, n)
+                let (d, booking) = cell.decide_booked(&l, now, n);
+                (d, booking, now)
             }
         };
         let booked = crate::algorithm::booking::Booked {
@@ -513,7 +518,7 @@ impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
         };
         let reservation = d
             .is_allowed()
-            .then(|| Reservation::new(booked, now, self, 0));
+            .then(|| Reservation::new(booked, now, self, 0, Origin::Cell));
         Ok((d, reservation))
     }
 

@@ -8,10 +8,37 @@ use std::time::Duration;
 /// Where a booking was made, so that it can be given back (the limiter, with the
 /// key's hash for a keyed one).
 pub(crate) trait Ledger: Sync {
-    /// Gives `booking` (made for the key hashed to `key`) back as far as no later
-    /// booking depends on it. Unless `always`, only while the booking is not yet due
-    /// at the ledger's clock (`due`, engine ns), as Go's x/time/rate `CancelAt` does.
-    fn refund(&self, key: u64, booking: &Booking, due: u64, always: bool);
+    /// Gives `booking` (made for the key hashed to `key`, on the state `origin`
+    /// identifies) back: a cancel as far as no later booking depends on it, and only
+    /// while the booking is not yet due at the ledger's clock (`due`, engine ns), as
+    /// Go's x/time/rate `CancelAt` does; a roll-back (`always`) exactly what it took,
+    /// due or not. Nothing when the key's state is no longer the one booked on (reset,
+    /// removed, reclaimed or evicted since).
+    fn refund(&self, key: u64, booking: &Booking, origin: Origin, due: u64, always: bool);
+}
+
+/// What identifies the state a booking was made on, so that giving it back never
+/// reaches a state created after a `reset`, `remove`, reclaim or eviction of the key:
+/// not a value of the state (a theoretical arrival time, a window index, a timestamp),
+/// which a state rebuilt later can match by chance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// A [`RateLimiter`](crate::RateLimiter)'s one state, which is never replaced.
+    Cell,
+    /// A packed keyed table's entry: the generation in its slot's key word, and the
+    /// shard's epoch read before the booking (see `keyed::table`'s protocol).
+    Slot {
+        /// The entry's generation (1 to 65,535).
+        gen: u16,
+        /// The shard's epoch before the booking.
+        epoch: u64,
+    },
+    /// A sliding-log table's entry: the number its shard gave this incarnation of the
+    /// key (unique: a 64-bit count never wraps).
+    Entry {
+        /// The incarnation.
+        gen: u64,
+    },
 }
 
 /// Capacity booked by `reserve`: the request may proceed after
@@ -56,18 +83,55 @@ struct Ticket<'a> {
     ledger: &'a dyn Ledger,
     key: u64,
     booking: Booking,
+    origin: Origin,
     due: u64,
+}
+
+impl Reservation<'_> {
+    /// The longest wait any `reserve` books: about 36 years (2^60 ns, a quarter of the
+    /// engine's 146-year horizon, which keeps every state a booking writes far from
+    /// overflowing). A wait beyond it is refused as
+    /// [`ReserveError::TooLong`] with this bound as its `max_wait`, whatever larger
+    /// `max_wait` the caller allowed: only a quota slower than one request per 36
+    /// years can meet it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, Quota, RateLimiter, Reservation, ReserveError};
+    ///
+    /// let forty_years = Duration::from_secs(40 * 365 * 86_400);
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::new(1, forty_years)).build()?;
+    /// assert!(l.check().is_allowed());
+    /// match l.reserve(1, Duration::MAX) {
+    ///     Err(ReserveError::TooLong { wait, max_wait }) => {
+    ///         assert_eq!(max_wait, Reservation::MAX_WAIT);
+    ///         assert!(wait > max_wait);
+    ///     }
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const MAX_WAIT: Duration = Duration::from_nanos(crate::algorithm::booking::MAX_WAIT_NS);
 }
 
 impl<'a> Reservation<'a> {
     /// A reservation of `booked`, made at the engine reading `now`, for `key` in
-    /// `ledger`.
+    /// `ledger`, on the state `origin` identifies.
     #[inline]
-    pub(crate) fn new(booked: Booked, now: u64, ledger: &'a dyn Ledger, key: u64) -> Self {
+    pub(crate) fn new(
+        booked: Booked,
+        now: u64,
+        ledger: &'a dyn Ledger,
+        key: u64,
+        origin: Origin,
+    ) -> Self {
         let ticket = (booked.booking != Booking::Nothing).then_some(Ticket {
             ledger,
             key,
             booking: booked.booking,
+            origin,
             due: now + booked.wait,
         });
         Reservation {
@@ -147,7 +211,7 @@ impl<'a> Reservation<'a> {
     /// ```
     pub fn cancel(mut self) {
         if let Some(t) = self.ticket.take() {
-            t.ledger.refund(t.key, &t.booking, t.due, false);
+            t.ledger.refund(t.key, &t.booking, t.origin, t.due, false);
         }
     }
 
@@ -158,6 +222,7 @@ impl<'a> Reservation<'a> {
         self.ticket.take().map(|t| Undo {
             key: t.key,
             booking: t.booking,
+            origin: t.origin,
         })
     }
 
@@ -165,7 +230,7 @@ impl<'a> Reservation<'a> {
     /// (a multi-limit check rolling back, a middleware whose other policy denied).
     pub(crate) fn roll_back(mut self) {
         if let Some(t) = self.ticket.take() {
-            t.ledger.refund(t.key, &t.booking, t.due, true);
+            t.ledger.refund(t.key, &t.booking, t.origin, t.due, true);
         }
     }
 }
@@ -186,6 +251,7 @@ impl fmt::Debug for Reservation<'_> {
 pub(crate) struct Undo {
     pub(crate) key: u64,
     pub(crate) booking: Booking,
+    pub(crate) origin: Origin,
 }
 
 /// Why `reserve` booked nothing.
@@ -212,7 +278,9 @@ pub enum ReserveError {
     TooLong {
         /// How long it would have had to wait.
         wait: Duration,
-        /// The longest wait allowed.
+        /// The longest wait allowed: the caller's `max_wait`, or
+        /// [`Reservation::MAX_WAIT`] when that is smaller (a quota slower than one
+        /// request per 36 years). Always less than `wait`.
         max_wait: Duration,
     },
     /// The cost exceeds what the limiter ever admits at once.
@@ -267,10 +335,12 @@ pub(crate) fn reservable(n: u32, capacity: u32) -> Result<(), ReserveError> {
     Ok(InsufficientCapacity::check(n, capacity)?)
 }
 
-/// The error for a booking refused because its wait exceeded `max_wait`.
+/// The error for a booking refused because its wait exceeded `max_wait`, or the
+/// engine's own bound [`Reservation::MAX_WAIT`] where that is the smaller: the
+/// `max_wait` reported is always one the wait exceeds.
 pub(crate) fn too_long(wait: u64, max_wait: Duration) -> ReserveError {
     ReserveError::TooLong {
         wait: Duration::from_nanos(wait),
-        max_wait,
+        max_wait: max_wait.min(Reservation::MAX_WAIT),
     }
 }

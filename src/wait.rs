@@ -72,7 +72,9 @@ impl<C: Clock> RateLimiter<C> {
     /// # Errors
     ///
     /// Only what [`reserve`](Self::reserve) returns for a cost of 1 with no bound on
-    /// the wait (in practice never).
+    /// the wait: [`ReserveError::TooLong`](crate::ReserveError::TooLong) when the wait
+    /// would exceed [`Reservation::MAX_WAIT`](crate::Reservation::MAX_WAIT) (about 36
+    /// years: only a quota slower than one request per 36 years can get there).
     ///
     /// # Example
     ///

@@ -145,12 +145,19 @@ impl FixedWindow {
         let start = k * self.period;
         let d = self.decide(k, count, start, cost);
         let wait = (start - now) + d.retry_after().map_or(0, |w| w.as_nanos() as u64);
-        Decision::deny(
-            self.limit,
-            0,
-            (start - now) + d.reset_after().as_nanos() as u64,
-            wait,
-        )
+        // The state's own reset time: the denied request counts in nothing.
+        let reset = match self.decide(k, count, start, 0).reset_after().as_nanos() as u64 {
+            0 => 0,
+            r => (start - now) + r,
+        };
+        Decision::deny(self.limit, 0, reset, wait)
+    }
+
+    /// Whether `state` has moved to a window later than the reading `now`'s: a denial
+    /// there may be only the reading's age (see `Step::ahead`).
+    #[inline(always)]
+    pub(crate) fn ahead(&self, state: u64, now: u64) -> bool {
+        (state >> self.shift) * self.period > now
     }
 
     /// Books `cost` into the earliest window, from the state's own, where it fits: a

@@ -166,21 +166,49 @@ impl Gcra {
         booking::stored(new_tat, wait, decision, booking)
     }
 
-    /// Gives back what no later booking depends on (Go x/time/rate's `CancelAt` rule in
-    /// GCRA terms): the booking's `weight`, less the time later bookings added after
-    /// it (`TAT − booked TAT`). Nothing when the state no longer descends from the
-    /// booking (`TAT` below the booked one: the key was forgotten and started over).
+    /// Gives a booking back at `now`, on a state that descends from it (the callers
+    /// check that no reset or reclaim came between: see `reservation::Origin`).
+    ///
+    /// A **cancel** gives back what no later booking depends on (Go x/time/rate's
+    /// `CancelAt` rule in GCRA terms): the booking's `weight`, less the time later
+    /// bookings added after it (`TAT − booked TAT`); nothing when `TAT` is below the
+    /// booked one.
+    ///
+    /// A **roll-back** (the request never proceeded: a multi-limit check denied by
+    /// another limit, a middleware whose other policy denied) gives back the part of
+    /// the booking's debt still outstanding at `now`, `min(weight, booked TAT − now)`,
+    /// whatever other requests were admitted in between: their own debt stays. With
+    /// the debt `D = max(TAT − t, 0)` of the bucket with and without the booking, the
+    /// difference is `weight` at the booking and shrinks only while the bucket without
+    /// it would have been full, which is at most `now − booked TAT + weight` of the
+    /// time since; so this never gives back more than the booking still holds (no
+    /// capacity is made), and exactly `weight` when the roll-back follows its booking
+    /// at the same reading (what `check_all` does).
     ///
     /// The shaper gives a slot back only while no later slot was booked: its releases
     /// are spaced from one time, so a gap in the middle of the schedule could only be
     /// used by overtaking the slots after it.
     #[inline]
-    pub(crate) fn refund(&self, tat: u64, booked_tat: u64, weight: u64) -> Option<u64> {
-        if tat < booked_tat || (self.shaper && tat != booked_tat) {
+    pub(crate) fn refund(
+        &self,
+        tat: u64,
+        booked_tat: u64,
+        weight: u64,
+        now: u64,
+        roll_back: bool,
+    ) -> Option<u64> {
+        if self.shaper && tat != booked_tat {
             return None;
         }
-        let restore = weight.saturating_sub(tat - booked_tat);
-        (restore > 0).then(|| tat - restore)
+        let restore = if roll_back {
+            weight.min(booked_tat.saturating_sub(now))
+        } else {
+            if tat < booked_tat {
+                return None;
+            }
+            weight.saturating_sub(tat - booked_tat)
+        };
+        (restore > 0).then(|| tat.saturating_sub(restore))
     }
 
     /// What an admission of `cost` that left `tat` booked.

@@ -120,6 +120,16 @@ pub(crate) trait Step: Copy {
     fn decision(&self, state: u64, now: u64, cost: u32) -> Decision {
         self.both(state, now, cost).1
     }
+    /// Whether `state` has moved into a window that starts after the reading `now`
+    /// (another request read a later time first, or a booking went there). A denial
+    /// of such a reading may be due to its age alone (a thread pre-empted between its
+    /// reading and its decision at a window boundary): the limiters read the clock
+    /// once more before returning it. Never for the buckets, whose stale readings
+    /// are decided at the state's time.
+    #[inline(always)]
+    fn ahead(&self, _state: u64, _now: u64) -> bool {
+        false
+    }
 }
 
 impl Step for gcra::Gcra {
@@ -134,6 +144,10 @@ impl Step for fixed_window::FixedWindow {
     fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         self.step(state, now, cost)
     }
+    #[inline(always)]
+    fn ahead(&self, state: u64, now: u64) -> bool {
+        fixed_window::FixedWindow::ahead(self, state, now)
+    }
 }
 
 impl Step for sliding_window::SlidingWindow {
@@ -145,6 +159,10 @@ impl Step for sliding_window::SlidingWindow {
     #[inline(always)]
     fn next_state(&self, state: u64, now: u64, cost: u32) -> Option<u64> {
         sliding_window::SlidingWindow::next_state(self, state, now, cost)
+    }
+    #[inline(always)]
+    fn ahead(&self, state: u64, now: u64) -> bool {
+        sliding_window::SlidingWindow::ahead(self, state, now)
     }
 }
 
@@ -184,6 +202,16 @@ impl PackedParams {
         }
     }
 
+    /// [`Step::ahead`] of the algorithm.
+    #[inline(always)]
+    pub(crate) fn ahead(&self, state: u64, now: u64) -> bool {
+        match self {
+            PackedParams::Gcra(_) => false,
+            PackedParams::Fixed(p) => p.ahead(state, now),
+            PackedParams::Sliding(p) => p.ahead(state, now),
+        }
+    }
+
     /// Books `cost` (at most the capacity) at the earliest time it may proceed, if
     /// that is at most `max_wait` (`<= MAX_WAIT_NS`) after `now`; see each
     /// algorithm's `reserve` for the order of service.
@@ -212,13 +240,23 @@ impl PackedParams {
         }
     }
 
-    /// The state with `booking` given back, as far as no later booking depends on
-    /// it; `None` when nothing can be given back.
+    /// The state with `booking` given back at `now`: by a cancel, as far as no later
+    /// booking depends on it; by a roll-back (`roll_back`: the request never
+    /// proceeded), exactly what the booking took (see each algorithm's `refund`).
+    /// `None` when nothing can be given back.
     #[inline]
-    pub(crate) fn refund(&self, state: u64, booking: &booking::Booking) -> Option<u64> {
+    pub(crate) fn refund(
+        &self,
+        state: u64,
+        booking: &booking::Booking,
+        now: u64,
+        roll_back: bool,
+    ) -> Option<u64> {
         use booking::Booking;
         match (self, *booking) {
-            (PackedParams::Gcra(p), Booking::Gcra { tat, weight }) => p.refund(state, tat, weight),
+            (PackedParams::Gcra(p), Booking::Gcra { tat, weight }) => {
+                p.refund(state, tat, weight, now, roll_back)
+            }
             (PackedParams::Fixed(p), Booking::Window { index, cost }) => {
                 p.refund(state, index, cost)
             }

@@ -188,7 +188,7 @@ impl SlidingWindow {
             // The state has moved to a later window (a reservation booked into it, or
             // a reading newer than this one): nothing is admitted before it starts, so
             // requests are served after the bookings made before them.
-            return (None, self.queued(&v, now, &d));
+            return (None, self.queued(&v, now));
         }
         let next = (d.is_allowed() && cost > 0).then(|| {
             (v.k << (2 * self.shift)) | (v.prev << self.shift) | (v.curr + u64::from(cost))
@@ -243,12 +243,25 @@ impl SlidingWindow {
     }
 
     /// The denial of a request read at `now`, before the state's later window `v.k`
-    /// starts (`d`: what it would get there). Rare: kept off the hot path.
+    /// starts. Its reset time is the state's own (the denied request counts in
+    /// nothing), measured from the reading. Rare: kept off the hot path.
     #[cold]
     #[inline(never)]
-    fn queued(&self, v: &View, now: u64, d: &Decision) -> Decision {
-        let wait = v.k * self.period - now;
-        Decision::deny(self.limit, 0, d.reset_after().as_nanos() as u64, wait)
+    fn queued(&self, v: &View, now: u64) -> Decision {
+        let start = v.k * self.period;
+        let wait = start - now;
+        let reset = match self.wait(v, self.limit) {
+            0 => 0,
+            w => (start + v.e + w) - now,
+        };
+        Decision::deny(self.limit, 0, reset, wait)
+    }
+
+    /// Whether `state` has moved to a window later than the reading `now`'s: a denial
+    /// there may be only the reading's age (see `Step::ahead`).
+    #[inline(always)]
+    pub(crate) fn ahead(&self, state: u64, now: u64) -> bool {
+        (state >> (2 * self.shift)) * self.period > now
     }
 
     /// Books `cost` at the earliest time it fits if nothing else arrives (the exact

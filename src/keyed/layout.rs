@@ -151,6 +151,11 @@ impl Geometry {
         self.window
     }
 
+    /// The shard slot `slot` belongs to.
+    pub(crate) fn shard_of(&self, slot: usize) -> usize {
+        slot / self.shard_slots
+    }
+
     /// Total slots.
     pub(crate) fn slots(&self) -> usize {
         self.shards() * self.windows_per_shard * self.window
@@ -290,6 +295,12 @@ pub(crate) struct Shard {
     /// whose clock lags, cannot decide the key fresh while its old state still held
     /// quota back. Raised before the claim's store, read after a scan.
     pub(crate) reclaimed_at: AtomicU64,
+    /// The shard's epoch: a count of the events after which one of its keys has a new
+    /// state (a reset or removal, a reclaim or an eviction), each of which takes the
+    /// next value after loading the entry it replaces. New states are numbered from it
+    /// (see `reservation::Origin`), so that a booking is given back only to the state
+    /// it was made on.
+    pub(crate) epoch: AtomicU64,
     pub(crate) evictions: AtomicU64,
     pub(crate) idle_reclaims: AtomicU64,
     pub(crate) untracked: AtomicU64,
@@ -312,6 +323,19 @@ impl Shard {
     #[inline]
     pub(crate) fn stamp(&self, now: u64) {
         self.reclaimed_at.fetch_max(now, Ordering::AcqRel);
+    }
+
+    /// The shard's epoch now (for a state installed in an empty slot, and for a
+    /// booking, read before it loads the state it books on).
+    #[inline]
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The next epoch, for an event that replaces a state (taken after loading it).
+    #[inline]
+    pub(crate) fn next_epoch(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::AcqRel) + 1
     }
 
     /// The earliest reading at which a key missing from this shard may be decided.

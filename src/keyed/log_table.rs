@@ -27,6 +27,7 @@ use super::layout::{
 use super::table::Placed;
 use super::OnFull;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
+use crate::reservation::Origin;
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering, PlainAtomicU64};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
@@ -38,6 +39,10 @@ struct Entry {
     fp: u64,
     /// The ring's head and newest timestamp (its timestamps are in the block).
     cursor: Cursor,
+    /// This incarnation of the key's log: the shard's epoch when it was installed or
+    /// last reset (unique in the shard), so that a booking is given back only to the
+    /// log it was made on (see `reservation::Origin::Entry`).
+    gen: u64,
 }
 
 #[derive(Debug)]
@@ -103,6 +108,7 @@ impl LogTable {
             entry: Mutex::new(Entry {
                 fp: 0,
                 cursor: Cursor::EMPTY,
+                gen: 0,
             }),
         }));
         Ok(LogTable {
@@ -202,7 +208,9 @@ impl LogTable {
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
             Placed::Absent(d) => return d,
-            Placed::Stored(d) | Placed::Untracked(d) | Placed::Refused(d) => d,
+            Placed::Stored(d) | Placed::Untracked(d) => d,
+            // Refused under the deciding tier's policy (the table's is tier 0's).
+            Placed::Refused(d) => d.with_policy(params.limit(), params.limit()),
         };
         self.counts.count(cost, &d);
         d
@@ -216,18 +224,69 @@ impl LogTable {
         h: u64,
         now: u64,
         insert: bool,
-        mut f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+        f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
         fresh: impl FnOnce() -> R,
     ) -> Placed<R> {
+        self.run_booked(h, now, insert, f, fresh).0
+    }
+
+    /// [`run`](Self::run), and what identifies the log the transition ran on
+    /// ([`Origin::Entry`]), for a later [`refund`](Self::refund).
+    pub(crate) fn run_booked<R>(
+        &self,
+        h: u64,
+        now: u64,
+        insert: bool,
+        mut f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+        fresh: impl FnOnce() -> R,
+    ) -> (Placed<R>, Origin) {
         let fp = fingerprint(h);
         let loc = self.geo.locate(h);
         if let Some((i, mut e)) = self.find(fp, &loc) {
-            return Placed::Stored(self.apply(i, &mut e, now, &mut f));
+            let r = self.apply(i, &mut e, now, &mut f);
+            return (Placed::Stored(r), Origin::Entry { gen: e.gen });
         }
         if !insert {
-            return Placed::Absent(fresh());
+            return (Placed::Absent(fresh()), Origin::Cell);
         }
-        self.claim(fp, &loc, now, &mut f, fresh)
+        let mut gen = 0;
+        let placed = self.claim(fp, &loc, now, &mut gen, &mut f, fresh);
+        (placed, Origin::Entry { gen })
+    }
+
+    /// Runs `f(ring, now)` on the key hashed to `h` only while its log is the one
+    /// `origin` (from [`run_booked`](Self::run_booked)) identifies: nothing when the
+    /// key is gone, or was reset, reclaimed or evicted since.
+    pub(crate) fn refund(
+        &self,
+        h: u64,
+        origin: Origin,
+        now: u64,
+        mut f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64),
+    ) {
+        let Origin::Entry { gen } = origin else {
+            return;
+        };
+        let loc = self.geo.locate(h);
+        if let Some((i, mut e)) = self.find(fingerprint(h), &loc) {
+            if e.gen == gen {
+                self.apply(i, &mut e, now, &mut f);
+            }
+        }
+    }
+
+    /// Empties the log of the key hashed to `h`, as a new incarnation (no booking made
+    /// before gives anything to it). `false` when the table does not hold the key.
+    pub(crate) fn reset(&self, h: u64) -> bool {
+        let loc = self.geo.locate(h);
+        let Some((i, mut e)) = self.find(fingerprint(h), &loc) else {
+            return false;
+        };
+        let mut ring = self.ring(i, e.cursor);
+        ring.clear();
+        e.cursor = ring.cursor();
+        e.gen = self.shards[loc.shard].next_epoch();
+        true
     }
 
     /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
@@ -281,6 +340,7 @@ impl LogTable {
         fp: u64,
         loc: &Location,
         now: u64,
+        gen: &mut u64,
         f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
         fresh: impl FnOnce() -> R,
     ) -> Placed<R> {
@@ -295,6 +355,7 @@ impl LogTable {
             for (wi, i) in loc.probe(self.geo.window()) {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == fp {
+                    *gen = e.gen;
                     return Placed::Stored(self.apply(i, &mut e, now, f));
                 }
                 if e.fp == 0 {
@@ -312,7 +373,7 @@ impl LogTable {
             if let Some((i, _)) = empty.target() {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == 0 {
-                    return Placed::Stored(self.install(i, &mut e, fp, now, f));
+                    return Placed::Stored(self.install(i, &mut e, fp, now, gen, f));
                 }
                 continue;
             }
@@ -321,7 +382,7 @@ impl LogTable {
                 if e.fp == seen && self.params.get(0).cursor_is_idle(e.cursor, now) {
                     shard.stamp(now);
                     Shard::bump(&shard.idle_reclaims);
-                    return Placed::Stored(self.install(i, &mut e, fp, now, f));
+                    return Placed::Stored(self.install(i, &mut e, fp, now, gen, f));
                 }
                 continue;
             }
@@ -333,7 +394,7 @@ impl LogTable {
                     }
                     shard.stamp(now);
                     Shard::bump(&shard.evictions);
-                    Placed::Stored(self.install(i, &mut e, fp, now, f))
+                    Placed::Stored(self.install(i, &mut e, fp, now, gen, f))
                 }
                 (OnFull::Allow, _) => {
                     Shard::bump(&shard.untracked);
@@ -354,9 +415,12 @@ impl LogTable {
         e: &mut Entry,
         fp: u64,
         now: u64,
+        gen: &mut u64,
         f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
     ) -> R {
         e.fp = fp;
+        e.gen = self.shards[self.geo.shard_of(i)].next_epoch();
+        *gen = e.gen;
         let mut ring = self.ring(i, e.cursor);
         ring.clear();
         e.cursor = ring.cursor();

@@ -3,6 +3,7 @@
 //! See [`KeyedRateLimiter`] for the guarantees, `table` for the lock-free protocol of
 //! the packed algorithms and `log_table` for the sliding log's.
 
+mod generation;
 pub(crate) mod layout;
 mod log_table;
 mod table;

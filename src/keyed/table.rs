@@ -53,17 +53,20 @@
 //! Lookups, updates and refusals never lock; a claim that replaces an entry holds its
 //! key's claim lock for one scan of two windows and one CAS.
 
+use super::generation::{self, GEN_BITS};
 use super::layout::{
-    fingerprint, new_shards, refusal, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard,
-    Stripes, Tiers, Totals,
+    new_shards, refusal, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes, Tiers,
+    Totals,
 };
 use super::OnFull;
 use crate::algorithm::{PackedParams, Step};
+use crate::reservation::Origin;
 use crate::sync::{lock, AtomicU128, Ordering};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 
-/// The fingerprint of a slot word.
+/// The key word of a slot word (see `keyed::generation`: the key's tag and its
+/// state's generation).
 #[inline]
 fn fp_of(word: u128) -> u64 {
     (word >> 64) as u64
@@ -75,13 +78,13 @@ fn state_of(word: u128) -> u64 {
     word as u64
 }
 
-/// The slot word for `fp` with `state`.
+/// The slot word for the key word `fp` with `state`.
 #[inline]
 fn pack(fp: u64, state: u64) -> u128 {
     (u128::from(fp) << 64) | u128::from(state)
 }
 
-/// Where a transition run by a keyed table (`run`) took effect.
+/// Where a transition run by a keyed table (`run_booked`) took effect.
 #[derive(Debug)]
 pub(crate) enum Placed<R> {
     /// On the key's stored state (found, or inserted).
@@ -258,7 +261,7 @@ impl PackedTable {
         // it is occupied for good).
         let check = |i: usize, w: u128| -> Option<Scan> {
             match fp_of(w) {
-                f if f == fp => Some(Scan::Found(i, w)),
+                f if generation::holds(f, fp) => Some(Scan::Found(i, w)),
                 0 => Some(Scan::Absent {
                     first_empty: Some(i),
                 }),
@@ -272,8 +275,12 @@ impl PackedTable {
         // which the compiler keeps as one branch (`hit_a | hit_b` became two). The key
         // is in at most one of them.
         let pair = |(ia, wa): (usize, u128), (ib, wb): (usize, u128)| -> Option<Scan> {
-            if (fp_of(wa) ^ fp).min(fp_of(wb) ^ fp) == 0 {
-                let (i, w) = if fp_of(wa) == fp { (ia, wa) } else { (ib, wb) };
+            if ((fp_of(wa) | GEN_BITS) ^ fp).min((fp_of(wb) | GEN_BITS) ^ fp) == 0 {
+                let (i, w) = if generation::holds(fp_of(wa), fp) {
+                    (ia, wa)
+                } else {
+                    (ib, wb)
+                };
                 return Some(Scan::Found(i, w));
             }
             check(ia, wa).or_else(|| check(ib, wb))
@@ -337,8 +344,10 @@ impl PackedTable {
         Scan::Absent { first_empty: None }
     }
 
-    /// Steps the state of `fp` in slot `i` with `f`, starting from `word`. `None` when
-    /// the slot no longer holds `fp` (the request must look the key up again).
+    /// Steps the state of the key probed by `fp` in slot `i` with `f`, starting from
+    /// `word`, keeping the state's generation: the result, and the key word of the
+    /// state it was computed on. `None` when the slot no longer holds the key (the
+    /// request must look the key up again).
     #[inline(always)]
     fn update<R>(
         &self,
@@ -347,20 +356,20 @@ impl PackedTable {
         mut word: u128,
         now: u64,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Option<R> {
+    ) -> Option<(R, u64)> {
         loop {
             let (next, r) = f(state_of(word), now);
             let Some(next) = next else {
-                return Some(r);
+                return Some((r, fp_of(word)));
             };
             match self.slot(i).compare_exchange(
                 word,
-                pack(fp, next),
+                pack(fp_of(word), next),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Some(r),
-                Err(actual) if fp_of(actual) == fp => word = actual,
+                Ok(_) => return Some((r, fp_of(word))),
+                Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
                 Err(_) => return None,
             }
         }
@@ -408,7 +417,7 @@ impl PackedTable {
         cost: u32,
         step: impl Step,
     ) -> Result<Decision, usize> {
-        let fp = fingerprint(h);
+        let fp = generation::probe_word(h);
         let loc = self.geo.locate(h);
         // The clock is read once, before the lookup (as the protocol has it): its
         // latency then overlaps the scan's loads instead of following them, and the
@@ -420,19 +429,20 @@ impl PackedTable {
             Scan::Absent {
                 first_empty: Some(e),
             } if cost > 0 => {
-                // A new key and an empty slot (a table filling up): `run`'s claim of
+                // A new key and an empty slot (a table filling up): `run_from`'s claim of
                 // an empty slot, here without its generic machinery. The reading (a
                 // fresh one: reusing `t` here made the hit path's code slower by a
                 // nanosecond) is never older than a reclaim in the shard (the floor of
                 // the protocol, read after the scan); a lost race goes the whole way
                 // round.
-                let t = self.shards[loc.shard].floor(now());
+                let shard = &self.shards[loc.shard];
+                let t = shard.floor(now());
                 let Some(next) = step.next_state(0, t, cost) else {
                     return Err(e);
                 };
                 return match self.slot(e).compare_exchange(
                     0,
-                    pack(fp, next),
+                    pack(generation::word(fp, shard.epoch()), next),
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
@@ -451,16 +461,26 @@ impl PackedTable {
             let state = state_of(word);
             let Some(next) = step.next_state(state, t, cost) else {
                 let d = step.decision(state, t, cost);
+                if !d.is_allowed() && step.ahead(state, t) {
+                    // Denied only in a window later than the reading's: the slow path
+                    // decides again at a fresh reading (see `Step::ahead`).
+                    return Err(MOVED);
+                }
                 self.counts.count(cost, &d);
                 return Ok(d);
             };
-            match slot.compare_exchange(word, pack(fp, next), Ordering::AcqRel, Ordering::Acquire) {
+            match slot.compare_exchange(
+                word,
+                pack(fp_of(word), next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => {
                     let d = step.decision(state, t, cost);
                     self.counts.count(cost, &d);
                     return Ok(d);
                 }
-                Err(actual) if fp_of(actual) == fp => word = actual,
+                Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
                 // The slot went to another key: the full protocol.
                 Err(_) => return Err(MOVED),
             }
@@ -480,7 +500,7 @@ impl PackedTable {
         params: PackedParams,
         absent: Option<Scan>,
     ) -> Decision {
-        let placed = self.run_from(absent, h, now, cost > 0, |state, t| {
+        let placed = self.run_from(absent, h, now, cost > 0, &mut 0, |state, t| {
             (params.next_state(state, t, cost), (state, t))
         });
         let d = match placed {
@@ -489,7 +509,8 @@ impl PackedTable {
             Placed::Stored((state, t)) | Placed::Untracked((state, t)) => {
                 params.step(state, t, cost).1
             }
-            Placed::Refused(d) => d,
+            // Refused under the deciding tier's policy (the table's is tier 0's).
+            Placed::Refused(d) => d.with_policy(params.limit(), params.capacity()),
         };
         self.counts.count(cost, &d);
         d
@@ -501,18 +522,91 @@ impl PackedTable {
     /// key is inserted only if `insert` and `f` writes a state for it; otherwise `f`
     /// is run on the fresh state `0` and nothing is written ([`Placed::Absent`]).
     /// `f` may run several times under contention, so it must be pure.
-    #[inline(always)]
-    pub(crate) fn run<R>(
+    ///
+    /// Also returns what identifies the state the transition was stored on
+    /// ([`Origin::Slot`]; see `keyed::generation`), for a later
+    /// [`refund`](Self::refund).
+    pub(crate) fn run_booked<R>(
         &self,
         h: u64,
         now: impl Fn() -> u64,
         insert: bool,
         f: impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Placed<R> {
-        self.run_from(None, h, now, insert, f)
+    ) -> (Placed<R>, Origin) {
+        // Read before the state is loaded: every later event on the key numbers above it.
+        let epoch = self.shards[self.geo.locate(h).shard].epoch();
+        let mut word = 0;
+        let placed = self.run_from(None, h, now, insert, &mut word, f);
+        let gen = generation::of(word);
+        (placed, Origin::Slot { gen, epoch })
     }
 
-    /// [`run`](Self::run), starting from `first`, a scan of the key's windows the
+    /// Applies `f(state, now)` to the key hashed to `h` only while its state is the
+    /// one `origin` (from [`run_booked`](Self::run_booked)) identifies: nothing when
+    /// the key is gone, or was reset, reclaimed or evicted since (see
+    /// `keyed::generation`).
+    pub(crate) fn refund(
+        &self,
+        h: u64,
+        origin: Origin,
+        now: u64,
+        mut f: impl FnMut(u64, u64) -> Option<u64>,
+    ) {
+        let Origin::Slot { gen, epoch } = origin else {
+            return;
+        };
+        let fp = generation::probe_word(h);
+        let loc = self.geo.locate(h);
+        let Scan::Found(i, mut word) = self.scan(fp, &loc) else {
+            return;
+        };
+        let shard = &self.shards[loc.shard];
+        loop {
+            if generation::of(fp_of(word)) != gen || !generation::within(gen, epoch, shard.epoch())
+            {
+                return;
+            }
+            let Some(next) = f(state_of(word), now) else {
+                return;
+            };
+            match self.slot(i).compare_exchange(
+                word,
+                pack(fp_of(word), next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Gives the key hashed to `h` a fresh state (`0`) of a new generation, so that no
+    /// booking made before gives anything to it. `false` when the table does not hold
+    /// the key.
+    pub(crate) fn reset(&self, h: u64) -> bool {
+        let fp = generation::probe_word(h);
+        let loc = self.geo.locate(h);
+        let shard = &self.shards[loc.shard];
+        let Scan::Found(i, mut word) = self.scan(fp, &loc) else {
+            return false;
+        };
+        loop {
+            // The next epoch is taken after loading the word it replaces.
+            let fresh = pack(generation::word(fp, shard.next_epoch()), 0);
+            match self
+                .slot(i)
+                .compare_exchange(word, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// [`run_booked`](Self::run_booked), starting from `first`, a scan of the key's windows the
     /// caller made (before or after this function's reading, either is sound: a missing
     /// key's reading is floored by the reclaim stamp read after the scan, and a found
     /// key's state decides any reading, a stale one only more strictly).
@@ -523,9 +617,10 @@ impl PackedTable {
         h: u64,
         now: impl Fn() -> u64,
         insert: bool,
+        key_word: &mut u64,
         mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Placed<R> {
-        let fp = fingerprint(h);
+        let fp = generation::probe_word(h);
         let loc = self.geo.locate(h);
         let mut t = now();
         loop {
@@ -535,7 +630,8 @@ impl PackedTable {
             };
             match scan {
                 Scan::Found(i, w) => {
-                    if let Some(r) = self.update(i, fp, w, t, &mut f) {
+                    if let Some((r, kw)) = self.update(i, fp, w, t, &mut f) {
+                        *key_word = kw;
                         return Placed::Stored(r);
                     }
                 }
@@ -548,19 +644,21 @@ impl PackedTable {
                         return Placed::Absent(r);
                     };
                     if let Some(e) = first_empty {
+                        let kw = generation::word(fp, self.shards[loc.shard].epoch());
                         if self
                             .slot(e)
                             .compare_exchange(
                                 0,
-                                pack(fp, next),
+                                pack(kw, next),
                                 Ordering::AcqRel,
                                 Ordering::Acquire,
                             )
                             .is_ok()
                         {
+                            *key_word = kw;
                             return Placed::Stored(r);
                         }
-                    } else if let Some(placed) = self.claim(fp, &loc, t, &mut f) {
+                    } else if let Some(placed) = self.claim(fp, &loc, t, key_word, &mut f) {
                         return placed;
                     }
                 }
@@ -574,7 +672,7 @@ impl PackedTable {
     /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
     /// writing and inserting nothing.
     pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, params: PackedParams) -> Decision {
-        let fp = fingerprint(h);
+        let fp = generation::probe_word(h);
         let loc = self.geo.locate(h);
         match self.scan(fp, &loc) {
             Scan::Found(_, w) => params.step(state_of(w), now, cost).1,
@@ -607,10 +705,11 @@ impl PackedTable {
         fp: u64,
         loc: &Location,
         now: u64,
+        key_word: &mut u64,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<Placed<R>> {
         if self.on_full == OnFull::Evict {
-            return self.claim_locked(fp, loc, now, f);
+            return self.claim_locked(fp, loc, now, key_word, f);
         }
         let params = self.params.get(0);
         // One copy of the pass per algorithm, so the idle stamp is not dispatched per slot.
@@ -623,7 +722,7 @@ impl PackedTable {
             // Inserted meanwhile: start over (the scan will find it).
             Survey::Found => return None,
             // Something may be claimed: the locked claim decides what.
-            Survey::Free => return self.claim_locked(fp, loc, now, f),
+            Survey::Free => return self.claim_locked(fp, loc, now, key_word, f),
             Survey::Live { soonest } => soonest,
         };
         let (next, fresh) = f(0, now);
@@ -658,7 +757,7 @@ impl PackedTable {
         } {
             for i in *base..*base + window {
                 let w = self.slot(i).load(Ordering::Acquire);
-                if fp_of(w) == fp {
+                if generation::holds(fp_of(w), fp) {
                     return Survey::Found;
                 }
                 let at = idle_at(state_of(w));
@@ -679,6 +778,7 @@ impl PackedTable {
         fp: u64,
         loc: &Location,
         now: u64,
+        key_word: &mut u64,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<Placed<R>> {
         let shard = &self.shards[loc.shard];
@@ -702,10 +802,13 @@ impl PackedTable {
                 j = if j + 1 == window { 0 } else { j + 1 };
                 let w = self.slot(i).load(Ordering::Acquire);
                 let fw = fp_of(w);
-                if fw == fp {
+                if generation::holds(fw, fp) {
                     // Inserted meanwhile (claims of this key are serialized by this
                     // lock, or were an empty-slot claim that finished before).
-                    return self.update(i, fp, w, now, f).map(Placed::Stored);
+                    return self.update(i, fp, w, now, f).map(|(r, kw)| {
+                        *key_word = kw;
+                        Placed::Stored(r)
+                    });
                 }
                 // One comparison per entry: the state is its own idle stamp.
                 let idle_at = params.idle_at(state_of(w));
@@ -722,9 +825,12 @@ impl PackedTable {
             // The transition writes nothing for a fresh key after all.
             return Some(Placed::Absent(fresh));
         };
+        // A new generation, taken after the scan loaded the entries it may replace.
+        let kw = generation::word(fp, shard.next_epoch());
+        *key_word = kw;
         let install = |(i, old): (usize, u128)| {
             self.slot(i)
-                .compare_exchange(old, pack(fp, next), Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(old, pack(kw, next), Ordering::AcqRel, Ordering::Acquire)
                 .ok()
         };
         if let Some(target) = scan.target() {

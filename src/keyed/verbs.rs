@@ -4,7 +4,9 @@ use super::table::Placed;
 use super::{KeyedRateLimiter, Table};
 use crate::algorithm::booking::{Booked, Booking};
 use crate::algorithm::Params;
-use crate::reservation::{max_wait_ns, reservable, too_long, Ledger, Reservation, ReserveError};
+use crate::reservation::{
+    max_wait_ns, reservable, too_long, Ledger, Origin, Reservation, ReserveError,
+};
 use crate::sync::lock;
 use crate::{Clock, ConfigError, Decision, InsufficientCapacity, Quota};
 use std::hash::Hash;
@@ -62,11 +64,11 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         let h = self.hasher.hash_one(key);
         let limit = max_wait_ns(max_wait);
         // The parameters are read once: the capacity checked is the one booked with.
-        let placed = match &self.table {
+        let (placed, origin) = match &self.table {
             Table::Packed(t) => {
                 let params = t.tiers().get(tier);
                 reservable(n, params.capacity())?;
-                t.run(
+                t.run_booked(
                     h,
                     || self.now(),
                     true,
@@ -79,7 +81,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
             Table::Log(t) => {
                 let params = t.tiers().get(tier);
                 reservable(n, params.limit())?;
-                t.run(
+                t.run_booked(
                     h,
                     self.now(),
                     true,
@@ -97,7 +99,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
             }
         };
         match placed {
-            Placed::Stored(Ok((b, now))) => Ok(Reservation::new(b, now, self, h)),
+            Placed::Stored(Ok((b, now))) => Ok(Reservation::new(b, now, self, h, origin)),
             // An untracked admission books nothing (and a booking always writes, so
             // a key left absent cannot have been booked).
             Placed::Untracked(Ok((b, _))) | Placed::Absent(Ok((b, _))) => {
@@ -244,11 +246,11 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     pub fn reset(&self, key: &K) -> bool {
         let h = self.hasher.hash_one(key);
-        let placed = match &self.table {
-            Table::Packed(t) => t.run(h, || self.now(), false, |_, _| (Some(0), ())),
-            Table::Log(t) => t.run(h, self.now(), false, |ring, _| ring.clear(), || ()),
-        };
-        matches!(placed, Placed::Stored(()))
+        // A new generation of the key's state: no booking made before gives it anything.
+        match &self.table {
+            Table::Packed(t) => t.reset(h),
+            Table::Log(t) => t.reset(h),
+        }
     }
 
     /// Removes `key`: the same as [`reset`](Self::reset) (an idle slot is a free
@@ -351,38 +353,30 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// it), due or not.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) fn give_back(&self, undo: crate::reservation::Undo) {
-        Ledger::refund(self, undo.key, &undo.booking, 0, true);
+        Ledger::refund(self, undo.key, &undo.booking, undo.origin, 0, true);
     }
 }
 
 impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
-    fn refund(&self, key: u64, booking: &Booking, due: u64, always: bool) {
+    fn refund(&self, key: u64, booking: &Booking, origin: Origin, due: u64, always: bool) {
         let now = self.now();
         if !always && now > due {
             return;
         }
+        // Only on the state the booking was made on (see `reservation::Origin`).
         match &self.table {
             Table::Packed(t) => {
                 let params = t.tiers().get(0);
-                t.run(
-                    key,
-                    || now,
-                    false,
-                    |state, _| (params.refund(state, booking), ()),
-                );
+                t.refund(key, origin, now, |state, now| {
+                    params.refund(state, booking, now, always)
+                });
             }
             Table::Log(t) => {
                 let params = t.tiers().get(0);
                 if let Booking::Log { at, cost } = *booking {
-                    t.run(
-                        key,
-                        now,
-                        false,
-                        |ring, now| {
-                            params.refund(ring, at, cost, now);
-                        },
-                        || (),
-                    );
+                    t.refund(key, origin, now, |ring, now| {
+                        params.refund(ring, at, cost, now);
+                    });
                 }
             }
         }
@@ -418,36 +412,55 @@ impl<K: Hash + ?Sized, C: Clock> std::fmt::Debug for KeyLimit<'_, K, C> {
 impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K, C> {
     fn book(&self, n: u32) -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity> {
         let l = self.limiter;
-        let placed = match &l.table {
+        let (placed, origin) = match &l.table {
             Table::Packed(t) => {
                 // As the table's `decide`: only the next state inside the
                 // compare-and-swap loop, the decision and booking once after.
                 let params = t.tiers().get(self.tier);
                 InsufficientCapacity::check(n, params.capacity())?;
-                let placed = t.run(
-                    self.hash,
-                    || l.now(),
-                    true,
-                    |state, now| (params.step(state, now, n).0, (state, now)),
-                );
+                // A zero-cost check inserts nothing (as `check_n(&key, 0)`). A denial
+                // in a window later than the reading's is decided once more at a fresh
+                // reading (see `Step::ahead`).
+                let mut again = true;
+                let (placed, origin) = loop {
+                    let (placed, origin) = t.run_booked(
+                        self.hash,
+                        || l.now(),
+                        n > 0,
+                        |state, now| (params.step(state, now, n).0, (state, now)),
+                    );
+                    if let Placed::Stored((state, now)) = placed {
+                        if again
+                            && params.ahead(state, now)
+                            && !params.step(state, now, n).1.is_allowed()
+                        {
+                            again = false;
+                            continue;
+                        }
+                    }
+                    break (placed, origin);
+                };
                 let outcome = |(state, now): (u64, u64)| {
                     let (next, d) = params.step(state, now, n);
                     (d, next.map_or(Booking::Nothing, |s| params.booking(s, n)))
                 };
-                match placed {
+                let placed = match placed {
                     Placed::Stored(at) => Placed::Stored(outcome(at)),
                     Placed::Absent(at) => Placed::Absent(outcome(at)),
                     Placed::Untracked(at) => Placed::Untracked(outcome(at)),
-                    Placed::Refused(d) => Placed::Refused(d),
-                }
+                    Placed::Refused(d) => {
+                        Placed::Refused(d.with_policy(params.limit(), params.capacity()))
+                    }
+                };
+                (placed, origin)
             }
             Table::Log(t) => {
                 let params = t.tiers().get(self.tier);
                 InsufficientCapacity::check(n, params.limit())?;
-                t.run(
+                let (placed, origin) = t.run_booked(
                     self.hash,
                     l.now(),
-                    true,
+                    n > 0,
                     |ring, now| {
                         let d = params.step(ring, now, n);
                         let booking = if d.is_allowed() {
@@ -461,7 +474,14 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
                         (d, booking)
                     },
                     || (params.fresh(n), Booking::Nothing),
-                )
+                );
+                let placed = match placed {
+                    Placed::Refused(d) => {
+                        Placed::Refused(d.with_policy(params.limit(), params.limit()))
+                    }
+                    other => other,
+                };
+                (placed, origin)
             }
         };
         let (d, booking) = match placed {
@@ -483,7 +503,7 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
         };
         let reservation = d
             .is_allowed()
-            .then(|| Reservation::new(booked, 0, l, self.hash));
+            .then(|| Reservation::new(booked, 0, l, self.hash, origin));
         Ok((d, reservation))
     }
 
