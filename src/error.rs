@@ -105,6 +105,15 @@ pub enum ConfigError {
         /// Tier 0's period, which every tier shares.
         expected: Duration,
     },
+    /// A keyed token or leaky bucket's tiers have more distinct rates (emission
+    /// intervals) than one table tells apart: each key's state records which rate
+    /// wrote it, so that a request under another one carries over what the key used.
+    TooManyRates {
+        /// Distinct rates asked for (at least).
+        rates: usize,
+        /// The most one table holds.
+        max: usize,
+    },
     /// `set_quota` on a sliding log with a limit above the one its rings were
     /// allocated for at build (memory is fixed at build).
     LogBeyondRing {
@@ -172,6 +181,10 @@ impl fmt::Display for ConfigError {
             ConfigError::TierPeriod { algorithm, tier, period, expected } => write!(
                 f,
                 "{algorithm:?} tiers share one period: tier {tier} has {period:?}, tier 0 has {expected:?} (the buckets' tiers may differ in period)"
+            ),
+            ConfigError::TooManyRates { rates, max } => write!(
+                f,
+                "a keyed bucket's tiers may use at most {max} distinct rates (emission intervals); {rates} were asked for: tiers of equal rate share one"
             ),
             ConfigError::LogBeyondRing { limit, ring } => write!(
                 f,

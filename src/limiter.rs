@@ -351,9 +351,22 @@ impl<C: Clock> RateLimiter<C> {
         let next = Params::new(self.algorithm, quota)?;
         let _one_at_a_time = lock(&self.setting);
         match (&self.engine, next) {
-            (Engine::Packed(params, _), Params::Packed(p)) => {
-                Params::Packed(params.load()).can_become(&next, 0)?;
+            (Engine::Packed(params, cell), Params::Packed(p)) => {
+                let old = params.load();
+                Params::Packed(old).can_become(&next, 0)?;
                 params.store(p);
+                // The buckets: what the state owes carries over in requests (a request
+                // that read the old quota before the store may still count its own
+                // cost under it).
+                if let (Some(a), Some(b)) = (old.gcra(), p.gcra()) {
+                    if a.interval() != b.interval() {
+                        let now = crate::algorithm::now(&self.clock);
+                        cell.update(|tat| {
+                            let to = b.convert(tat, a.interval(), now);
+                            ((to != tat).then_some(to), ())
+                        });
+                    }
+                }
             }
             (Engine::Log(params, _, ring), Params::Log(l)) => {
                 Params::Log(params.load()).can_become(&next, *ring)?;

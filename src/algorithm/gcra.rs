@@ -38,6 +38,10 @@ pub(crate) struct Gcra {
     limit: u32,
     /// LeakyBucket: report the hold time in `Decision::delay`.
     shaper: bool,
+    /// The rate class a keyed table gave this interval (0 to 15; see
+    /// `keyed::rates`): states it writes are tagged with it, so that a request under
+    /// another interval converts what the key owes (see [`convert`](Self::convert)).
+    class: u8,
 }
 
 impl Gcra {
@@ -51,19 +55,56 @@ impl Gcra {
     }
 
     /// The parameters from [`as_words`](Self::as_words).
-    pub(crate) fn from_words(w: [u64; 3], shaper: bool) -> Self {
+    pub(crate) fn from_words(w: [u64; 3], shaper: bool, class: u8) -> Self {
         Gcra {
             t: w[0],
             tau: w[1],
             burst: w[2] as u32,
             limit: (w[2] >> 32) as u32,
             shaper,
+            class,
         }
     }
 
     /// Whether this is the leaky bucket's shaper.
     pub(crate) fn is_shaper(&self) -> bool {
         self.shaper
+    }
+
+    /// The rate class (see the field).
+    #[inline(always)]
+    pub(crate) fn class(&self) -> u8 {
+        self.class
+    }
+
+    /// These parameters under rate class `class`.
+    pub(crate) fn with_class(mut self, class: u8) -> Self {
+        self.class = class;
+        self
+    }
+
+    /// The emission interval `T`, ns.
+    pub(crate) fn interval(&self) -> u64 {
+        self.t
+    }
+
+    /// `tat`, written under the emission interval `from`, as this quota's state at
+    /// `now`: what the key still owes carries over in requests, rounded up, so that
+    /// the limit is never exceeded: `TAT' = now + ⌈(TAT − now)·T / T_from⌉` when
+    /// `TAT > now` (an idle bucket owes nothing and is kept as is). Raising a limit
+    /// never lengthens a wait, lowering one never shortens it: a key that used 10 of a
+    /// plan's 10 has used 10 of the next plan's 1,000, and 10 of 10 is 10 of 5.
+    #[inline]
+    pub(crate) fn convert(&self, tat: u64, from: u64, now: u64) -> u64 {
+        if tat <= now || from == self.t || from == 0 {
+            return tat;
+        }
+        let debt = u128::from(tat - now) * u128::from(self.t);
+        let owed = debt.div_ceil(u128::from(from));
+        // At most `(tau_from + MAX_WAIT) · T / T_from` of the new interval: a debt
+        // past what the engine represents is capped at its horizon of waits.
+        let cap = u128::from(self.tau + super::booking::MAX_WAIT_NS);
+        now + owed.min(cap) as u64
     }
 
     pub(crate) fn new(quota: Quota, period: u64, shaper: bool) -> Result<Self, ConfigError> {
@@ -92,6 +133,7 @@ impl Gcra {
             burst,
             limit: quota.limit(),
             shaper,
+            class: 0,
         })
     }
 

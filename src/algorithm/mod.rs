@@ -130,12 +130,22 @@ pub(crate) trait Step: Copy {
     fn ahead(&self, _state: u64, _now: u64) -> bool {
         false
     }
+    /// The buckets' rate class (see `keyed::rates`); `None` for the windows, whose
+    /// states count requests and carry over between quotas as they are.
+    #[inline(always)]
+    fn class(&self) -> Option<u8> {
+        None
+    }
 }
 
 impl Step for gcra::Gcra {
     #[inline(always)]
     fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         self.step(state, now, cost)
+    }
+    #[inline(always)]
+    fn class(&self) -> Option<u8> {
+        Some(gcra::Gcra::class(self))
     }
 }
 
@@ -199,6 +209,17 @@ impl PackedParams {
             PackedParams::Gcra(p) => Step::next_state(p, state, now, cost),
             PackedParams::Fixed(p) => Step::next_state(p, state, now, cost),
             PackedParams::Sliding(p) => Step::next_state(p, state, now, cost),
+        }
+    }
+
+    /// The bucket's parameters (`None` for a window algorithm): what a keyed table
+    /// needs to carry a state written under another interval over (see
+    /// `keyed::rates`).
+    #[inline(always)]
+    pub(crate) fn gcra(&self) -> Option<gcra::Gcra> {
+        match self {
+            PackedParams::Gcra(g) => Some(*g),
+            _ => None,
         }
     }
 
@@ -317,7 +338,10 @@ impl crate::sync::Words for PackedParams {
     #[inline]
     fn as_words(&self) -> [u64; 4] {
         let (tag, [a, b, c]) = match self {
-            PackedParams::Gcra(p) => (u64::from(p.is_shaper()) << 8, p.as_words()),
+            PackedParams::Gcra(p) => (
+                u64::from(p.is_shaper()) << 8 | u64::from(p.class()) << 16,
+                p.as_words(),
+            ),
             PackedParams::Fixed(p) => (1, p.as_words()),
             PackedParams::Sliding(p) => (2, p.as_words()),
         };
@@ -330,7 +354,11 @@ impl crate::sync::Words for PackedParams {
         match w[0] & 0xFF {
             1 => PackedParams::Fixed(fixed_window::FixedWindow::from_words(rest)),
             2 => PackedParams::Sliding(sliding_window::SlidingWindow::from_words(rest)),
-            _ => PackedParams::Gcra(gcra::Gcra::from_words(rest, w[0] >> 8 & 1 == 1)),
+            _ => PackedParams::Gcra(gcra::Gcra::from_words(
+                rest,
+                w[0] >> 8 & 1 == 1,
+                (w[0] >> 16 & 0xF) as u8,
+            )),
         }
     }
 }

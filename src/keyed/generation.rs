@@ -1,16 +1,19 @@
-//! The key word of a packed slot: the key's tag and its state's generation.
+//! The key word of a packed slot: the key's tag, the rate class that wrote its
+//! state, and its state's generation.
 //!
 //! ```text
-//!  63                                16 15             0
-//! +------------------------------------+----------------+
-//! |  tag: the hash's top 48 bits (≠ 0) |  generation    |
-//! +------------------------------------+----------------+
+//!  63                            20 19     16 15             0
+//! +--------------------------------+---------+----------------+
+//! | tag: the hash's top 44 bits ≠0 |  class  |  generation    |
+//! +--------------------------------+---------+----------------+
 //! ```
 //!
 //! `0` is an empty slot (a stored generation is never 0). A lookup compares the tag
-//! only: it ORs the generation bits to ones and compares with the key's *probe word*,
-//! `hash | 0xFFFF` (one OR more than comparing whole words). Every write that keeps a
-//! key's state keeps its generation; a write that gives the key a new state (reset,
+//! only: it ORs the low 20 bits to ones and compares with the key's *probe word*,
+//! `hash | 0xF_FFFF` (one OR more than comparing whole words). Two keys share a state
+//! only if their hashes agree in the top 44 bits and they share a window. The class
+//! (`keyed::rates`) says which bucket interval wrote the state. Every write that keeps
+//! a key's state keeps its generation; a write that gives the key a new state (reset,
 //! removal, an install after a reclaim or eviction) gives it a new generation.
 //!
 //! # Why a generation, and why this one cannot match a later state
@@ -39,19 +42,25 @@
 //! word, generation included.
 
 /// The generation bits of a key word.
-pub(crate) const GEN_BITS: u64 = 0xFFFF;
+const GEN_BITS: u64 = 0xFFFF;
+
+/// The rate class bits of a key word.
+pub(crate) const CLASS_BITS: u64 = 0xF << 16;
+
+/// The bits a lookup ignores: the class and the generation.
+pub(crate) const MATCH_BITS: u64 = CLASS_BITS | GEN_BITS;
 
 /// Distinct generations (1 to 65,535).
 const PERIOD: u64 = GEN_BITS;
 
-/// The probe word of the key hashed to `h`: its tag with every generation bit set.
-/// The tag is never 0 (a hash whose top 48 bits are 0 takes the tag 1), so no key
-/// word of this key is ever 0.
+/// The probe word of the key hashed to `h`: its tag with every class and generation
+/// bit set. The tag is never 0 (a hash whose top 44 bits are 0 takes the tag 1), so
+/// no key word of this key is ever 0.
 #[inline]
 pub(crate) fn probe_word(h: u64) -> u64 {
-    let p = h | GEN_BITS;
-    if p == GEN_BITS {
-        (1 << 16) | GEN_BITS
+    let p = h | MATCH_BITS;
+    if p == MATCH_BITS {
+        (1 << 20) | MATCH_BITS
     } else {
         p
     }
@@ -60,7 +69,7 @@ pub(crate) fn probe_word(h: u64) -> u64 {
 /// Whether the slot's key word `word` holds the key whose probe word is `probe`.
 #[inline(always)]
 pub(crate) fn holds(word: u64, probe: u64) -> bool {
-    word | GEN_BITS == probe
+    word | MATCH_BITS == probe
 }
 
 /// The generation of a key word (1 to 65,535; 0 only for an empty slot).
@@ -69,10 +78,22 @@ pub(crate) fn of(word: u64) -> u16 {
     (word & GEN_BITS) as u16
 }
 
-/// The key word for `probe` with the generation of `epoch`.
+/// The rate class of a key word.
+#[inline(always)]
+pub(crate) fn class_of(word: u64) -> u8 {
+    ((word & CLASS_BITS) >> 16) as u8
+}
+
+/// `word` with rate class `class`.
 #[inline]
-pub(crate) fn word(probe: u64, epoch: u64) -> u64 {
-    (probe & !GEN_BITS) | (epoch % PERIOD + 1)
+pub(crate) fn with_class(word: u64, class: u8) -> u64 {
+    (word & !CLASS_BITS) | (u64::from(class) << 16 & CLASS_BITS)
+}
+
+/// The key word for `probe` of rate class `class`, with the generation of `epoch`.
+#[inline]
+pub(crate) fn word(probe: u64, epoch: u64, class: u8) -> u64 {
+    with_class(probe & !MATCH_BITS, class) | (epoch % PERIOD + 1)
 }
 
 /// Whether a word of generation `gen`, loaded before the shard's epoch read `now`,
@@ -96,7 +117,8 @@ mod tests {
             let p = probe_word(h);
             assert!(!holds(0, p), "{h:#x}");
             for e in [0, 1, 65_534, 65_535, u64::MAX - 1] {
-                let w = word(p, e);
+                let w = word(p, e, (e % 16) as u8);
+                assert_eq!(class_of(w), (e % 16) as u8);
                 assert_ne!(w, 0);
                 assert!(holds(w, p));
                 assert!((1..=65_535).contains(&of(w)));
@@ -116,9 +138,9 @@ mod tests {
             let booked = rng % 400_000;
             let now = booked + (rng >> 20) % 140_000;
             let state_epoch = booked.saturating_sub((rng >> 40) % 140_000);
-            let gen = of(word(1 << 16 | GEN_BITS, state_epoch));
+            let gen = of(word(probe_word(1 << 40), state_epoch, 3));
             let clash = (booked + 1..=now.min(booked + PERIOD + 1))
-                .any(|e| of(word(1 << 16 | GEN_BITS, e)) == gen);
+                .any(|e| of(word(probe_word(1 << 40), e, 3)) == gen);
             assert_eq!(
                 within(gen, booked, now),
                 !clash,

@@ -518,6 +518,11 @@ impl<P: Words> Tiers<P> {
         self.0[tier].store(params);
     }
 
+    /// Every tier's parameters now, tier 0 first.
+    pub(crate) fn all(&self) -> impl Iterator<Item = P> + '_ {
+        self.0.iter().map(Swap::load)
+    }
+
     /// The bytes `n` tiers take, known before allocating.
     pub(crate) fn bytes(n: usize) -> usize {
         n * std::mem::size_of::<Swap<P>>()

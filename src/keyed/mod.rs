@@ -6,6 +6,7 @@
 mod generation;
 pub(crate) mod layout;
 mod log_table;
+mod rates;
 mod table;
 mod tier;
 mod verbs;

@@ -53,12 +53,14 @@
 //! Lookups, updates and refusals never lock; a claim that replaces an entry holds its
 //! key's claim lock for one scan of two windows and one CAS.
 
-use super::generation::{self, GEN_BITS};
+use super::generation::{self, MATCH_BITS};
 use super::layout::{
     new_shards, refusal, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes, Tiers,
     Totals,
 };
+use super::rates::{Rates, CLASSES};
 use super::OnFull;
+use crate::algorithm::gcra::Gcra;
 use crate::algorithm::{PackedParams, Step};
 use crate::reservation::Origin;
 use crate::sync::{lock, AtomicU128, Ordering};
@@ -160,6 +162,8 @@ pub(crate) struct PackedTable {
     /// Each tier's parameters.
     params: Tiers<PackedParams>,
     on_full: OnFull,
+    /// The interval of each rate class the buckets' states are tagged with.
+    rates: Rates,
 }
 
 impl PackedTable {
@@ -170,6 +174,7 @@ impl PackedTable {
             .div_ceil(4)
             .checked_mul(std::mem::size_of::<Line>())?
             .checked_add(Tiers::<PackedParams>::bytes(tiers))?
+            .checked_add(Rates::BYTES)?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
             .checked_add(ClaimLocks::bytes(geo.slots()))?
             .checked_add(Stripes::BYTES)
@@ -178,10 +183,11 @@ impl PackedTable {
     /// Allocates every slot, once.
     pub(crate) fn new(
         geo: Geometry,
-        tiers: Vec<PackedParams>,
+        mut tiers: Vec<PackedParams>,
         on_full: OnFull,
         stats: bool,
     ) -> Result<Self, crate::ConfigError> {
+        let rates = Rates::new(&mut tiers)?;
         let n = geo.slots().div_ceil(4);
         let mut lines = Vec::new();
         lines
@@ -198,6 +204,7 @@ impl PackedTable {
             counts: Stripes::new(stats),
             paired: n * std::mem::size_of::<Line>() > PAIRED_BYTES,
             geo,
+            rates,
             params: Tiers::new(tiers),
             on_full,
         })
@@ -210,6 +217,7 @@ impl PackedTable {
             + std::mem::size_of_val(&*self.shards)
             + ClaimLocks::bytes(self.geo.slots())
             + self.counts.memory_bytes()
+            + Rates::BYTES
     }
 
     /// Slot `i`.
@@ -221,6 +229,108 @@ impl PackedTable {
     /// Each tier's parameters.
     pub(crate) fn tiers(&self) -> &Tiers<PackedParams> {
         &self.params
+    }
+
+    /// `p`, about to replace tier `tier`'s parameters (under the limiter's setting
+    /// lock), with its rate class (see `keyed::rates`): the class of an interval
+    /// already registered, else a class never given out. When every class is taken,
+    /// the states of classes no tier uses any more are first converted into tier 0's
+    /// class at `now` ([`sweep`](Self::sweep)) and those classes reused.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::TooManyRates`](crate::ConfigError::TooManyRates) when every
+    /// class is in use by a tier.
+    pub(crate) fn classify(
+        &self,
+        tier: usize,
+        p: PackedParams,
+        now: u64,
+    ) -> Result<PackedParams, crate::ConfigError> {
+        let Some(g) = p.gcra() else {
+            return Ok(p);
+        };
+        let interval = g.interval();
+        if let Some(c) = self.rates.find(interval).or_else(|| self.rates.unused()) {
+            self.rates.give(c, interval);
+            return Ok(PackedParams::Gcra(g.with_class(c)));
+        }
+        let tiers: Vec<Gcra> = self.params.all().filter_map(|t| t.gcra()).collect();
+        if tiers.is_empty() {
+            return Ok(p);
+        }
+        let mut keep = [false; CLASSES];
+        for (i, t) in tiers.iter().enumerate() {
+            // The tier being replaced keeps its class only if another tier shares it.
+            if i != tier
+                || tiers
+                    .iter()
+                    .enumerate()
+                    .any(|(j, o)| j != tier && o.class() == t.class())
+            {
+                keep[usize::from(t.class())] = true;
+            }
+        }
+        // Tier 0's current parameters (still installed) receive the retired states.
+        let into = tiers[0];
+        keep[usize::from(into.class())] = true;
+        self.sweep(|c| !keep[usize::from(c)], into, now);
+        for c in 0..CLASSES as u8 {
+            if !keep[usize::from(c)] {
+                self.rates.retire(c);
+            }
+        }
+        let c = self
+            .rates
+            .unused()
+            .ok_or(crate::ConfigError::TooManyRates {
+                rates: CLASSES + 1,
+                max: CLASSES,
+            })?;
+        self.rates.give(c, interval);
+        Ok(PackedParams::Gcra(g.with_class(c)))
+    }
+
+    /// `set_quota`'s carry-over, once tier `tier`'s new bucket parameters `into` are
+    /// installed: when no other tier shares the class `old` of its previous ones, every
+    /// state of that class is this tier's, and is converted into `into`'s class at `now`
+    /// (as Go's x/time/rate and Bucket4j do at a rate change: the debt is counted in
+    /// the new quota from the change on). A state written meanwhile by a request that
+    /// read the old quota keeps the old class and converts at its next decision.
+    pub(crate) fn carry_over(&self, tier: usize, old: PackedParams, now: u64) {
+        let (Some(old), Some(into)) = (old.gcra(), self.params.get(tier).gcra()) else {
+            return;
+        };
+        let shared = self
+            .params
+            .all()
+            .enumerate()
+            .any(|(i, t)| i != tier && t.gcra().is_some_and(|g| g.class() == old.class()));
+        if old.class() != into.class() && !shared {
+            self.sweep(|c| c == old.class(), into, now);
+        }
+    }
+
+    /// Converts every state of a rate class `from` accepts into `into`'s class at
+    /// `now` (what each key owes carries over in requests), one compare-and-swap per
+    /// slot; deciders are never blocked and keep their generation.
+    fn sweep(&self, from: impl Fn(u8) -> bool, into: Gcra, now: u64) {
+        for slot in self.lines.iter().flat_map(|l| l.0.iter()) {
+            loop {
+                let w = slot.load(Ordering::Acquire);
+                let kw = fp_of(w);
+                if kw == 0 || !from(generation::class_of(kw)) {
+                    break;
+                }
+                let (state, kw) = self.adopt(w, Some(into), now);
+                if slot
+                    .compare_exchange(w, pack(kw, state), Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    break;
+                }
+            }
+        }
     }
 
     /// The decision counters (`stats`).
@@ -275,7 +385,7 @@ impl PackedTable {
         // which the compiler keeps as one branch (`hit_a | hit_b` became two). The key
         // is in at most one of them.
         let pair = |(ia, wa): (usize, u128), (ib, wb): (usize, u128)| -> Option<Scan> {
-            if ((fp_of(wa) | GEN_BITS) ^ fp).min((fp_of(wb) | GEN_BITS) ^ fp) == 0 {
+            if ((fp_of(wa) | MATCH_BITS) ^ fp).min((fp_of(wb) | MATCH_BITS) ^ fp) == 0 {
                 let (i, w) = if generation::holds(fp_of(wa), fp) {
                     (ia, wa)
                 } else {
@@ -344,10 +454,30 @@ impl PackedTable {
         Scan::Absent { first_empty: None }
     }
 
+    /// The state of `word` as the bucket `rate` reads it at `now`, and the key word
+    /// to write with a new state: a state another rate class wrote is converted (what
+    /// the key owes carries over in requests: see `keyed::rates`). Unchanged without a
+    /// rate (the windows; reset and refunds, which keep the class).
+    #[inline(always)]
+    fn adopt(&self, word: u128, rate: Option<Gcra>, now: u64) -> (u64, u64) {
+        let (kw, state) = (fp_of(word), state_of(word));
+        match rate {
+            Some(g) if generation::class_of(kw) != g.class() => {
+                let from = self.rates.interval(generation::class_of(kw));
+                (
+                    g.convert(state, from, now),
+                    generation::with_class(kw, g.class()),
+                )
+            }
+            _ => (state, kw),
+        }
+    }
+
     /// Steps the state of the key probed by `fp` in slot `i` with `f`, starting from
-    /// `word`, keeping the state's generation: the result, and the key word of the
-    /// state it was computed on. `None` when the slot no longer holds the key (the
-    /// request must look the key up again).
+    /// `word`, keeping the state's generation (and converting it to the bucket `rate`'s
+    /// class, see [`adopt`](Self::adopt)): the result, and the key word of the state it
+    /// was computed on. `None` when the slot no longer holds the key (the request must
+    /// look the key up again).
     #[inline(always)]
     fn update<R>(
         &self,
@@ -355,20 +485,26 @@ impl PackedTable {
         fp: u64,
         mut word: u128,
         now: u64,
+        rate: Option<Gcra>,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<(R, u64)> {
         loop {
-            let (next, r) = f(state_of(word), now);
-            let Some(next) = next else {
-                return Some((r, fp_of(word)));
+            let (state, kw) = self.adopt(word, rate, now);
+            let (next, r) = f(state, now);
+            // A request under another rate class stores the conversion even when it
+            // writes nothing else (a denial): the state is then the deciding quota's.
+            let next = match next {
+                Some(next) => next,
+                None if kw == fp_of(word) => return Some((r, kw)),
+                None => state,
             };
             match self.slot(i).compare_exchange(
                 word,
-                pack(fp_of(word), next),
+                pack(kw, next),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Some((r, fp_of(word))),
+                Ok(_) => return Some((r, kw)),
                 Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
                 Err(_) => return None,
             }
@@ -440,9 +576,10 @@ impl PackedTable {
                 let Some(next) = step.next_state(0, t, cost) else {
                     return Err(e);
                 };
+                let class = step.class().unwrap_or(0);
                 return match self.slot(e).compare_exchange(
                     0,
-                    pack(generation::word(fp, shard.epoch()), next),
+                    pack(generation::word(fp, shard.epoch(), class), next),
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
@@ -458,6 +595,12 @@ impl PackedTable {
         };
         let slot = self.slot(i);
         loop {
+            // A state another rate class wrote is converted on the slow path.
+            if let Some(class) = step.class() {
+                if generation::class_of(fp_of(word)) != class {
+                    return Err(MOVED);
+                }
+            }
             let state = state_of(word);
             let Some(next) = step.next_state(state, t, cost) else {
                 let d = step.decision(state, t, cost);
@@ -500,7 +643,8 @@ impl PackedTable {
         params: PackedParams,
         absent: Option<Scan>,
     ) -> Decision {
-        let placed = self.run_from(absent, h, now, cost > 0, &mut 0, |state, t| {
+        let rate = params.gcra();
+        let placed = self.run_from(absent, h, now, cost > 0, rate, &mut 0, |state, t| {
             (params.next_state(state, t, cost), (state, t))
         });
         let d = match placed {
@@ -531,14 +675,15 @@ impl PackedTable {
         h: u64,
         now: impl Fn() -> u64,
         insert: bool,
+        rate: Option<Gcra>,
         f: impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> (Placed<R>, Origin) {
         // Read before the state is loaded: every later event on the key numbers above it.
         let epoch = self.shards[self.geo.locate(h).shard].epoch();
         let mut word = 0;
-        let placed = self.run_from(None, h, now, insert, &mut word, f);
-        let gen = generation::of(word);
-        (placed, Origin::Slot { gen, epoch })
+        let placed = self.run_from(None, h, now, insert, rate, &mut word, f);
+        let (gen, class) = (generation::of(word), generation::class_of(word));
+        (placed, Origin::Slot { gen, class, epoch })
     }
 
     /// Applies `f(state, now)` to the key hashed to `h` only while its state is the
@@ -552,7 +697,7 @@ impl PackedTable {
         now: u64,
         mut f: impl FnMut(u64, u64) -> Option<u64>,
     ) {
-        let Origin::Slot { gen, epoch } = origin else {
+        let Origin::Slot { gen, class, epoch } = origin else {
             return;
         };
         let fp = generation::probe_word(h);
@@ -562,7 +707,10 @@ impl PackedTable {
         };
         let shard = &self.shards[loc.shard];
         loop {
-            if generation::of(fp_of(word)) != gen || !generation::within(gen, epoch, shard.epoch())
+            let kw = fp_of(word);
+            if generation::of(kw) != gen
+                || generation::class_of(kw) != class
+                || !generation::within(gen, epoch, shard.epoch())
             {
                 return;
             }
@@ -594,7 +742,8 @@ impl PackedTable {
         };
         loop {
             // The next epoch is taken after loading the word it replaces.
-            let fresh = pack(generation::word(fp, shard.next_epoch()), 0);
+            let class = generation::class_of(fp_of(word));
+            let fresh = pack(generation::word(fp, shard.next_epoch(), class), 0);
             match self
                 .slot(i)
                 .compare_exchange(word, fresh, Ordering::AcqRel, Ordering::Acquire)
@@ -617,6 +766,7 @@ impl PackedTable {
         h: u64,
         now: impl Fn() -> u64,
         insert: bool,
+        rate: Option<Gcra>,
         key_word: &mut u64,
         mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Placed<R> {
@@ -630,7 +780,7 @@ impl PackedTable {
             };
             match scan {
                 Scan::Found(i, w) => {
-                    if let Some((r, kw)) = self.update(i, fp, w, t, &mut f) {
+                    if let Some((r, kw)) = self.update(i, fp, w, t, rate, &mut f) {
                         *key_word = kw;
                         return Placed::Stored(r);
                     }
@@ -644,7 +794,8 @@ impl PackedTable {
                         return Placed::Absent(r);
                     };
                     if let Some(e) = first_empty {
-                        let kw = generation::word(fp, self.shards[loc.shard].epoch());
+                        let class = rate.map_or(0, |g| g.class());
+                        let kw = generation::word(fp, self.shards[loc.shard].epoch(), class);
                         if self
                             .slot(e)
                             .compare_exchange(
@@ -658,7 +809,7 @@ impl PackedTable {
                             *key_word = kw;
                             return Placed::Stored(r);
                         }
-                    } else if let Some(placed) = self.claim(fp, &loc, t, key_word, &mut f) {
+                    } else if let Some(placed) = self.claim(fp, &loc, t, rate, key_word, &mut f) {
                         return placed;
                     }
                 }
@@ -675,7 +826,11 @@ impl PackedTable {
         let fp = generation::probe_word(h);
         let loc = self.geo.locate(h);
         match self.scan(fp, &loc) {
-            Scan::Found(_, w) => params.step(state_of(w), now, cost).1,
+            Scan::Found(_, w) => {
+                params
+                    .step(self.adopt(w, params.gcra(), now).0, now, cost)
+                    .1
+            }
             // A missing key is decided as fresh, at no older reading than a reclaim
             // (as `decide` would).
             Scan::Absent { .. } => {
@@ -705,11 +860,12 @@ impl PackedTable {
         fp: u64,
         loc: &Location,
         now: u64,
+        rate: Option<Gcra>,
         key_word: &mut u64,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<Placed<R>> {
         if self.on_full == OnFull::Evict {
-            return self.claim_locked(fp, loc, now, key_word, f);
+            return self.claim_locked(fp, loc, now, rate, key_word, f);
         }
         let params = self.params.get(0);
         // One copy of the pass per algorithm, so the idle stamp is not dispatched per slot.
@@ -722,7 +878,7 @@ impl PackedTable {
             // Inserted meanwhile: start over (the scan will find it).
             Survey::Found => return None,
             // Something may be claimed: the locked claim decides what.
-            Survey::Free => return self.claim_locked(fp, loc, now, key_word, f),
+            Survey::Free => return self.claim_locked(fp, loc, now, rate, key_word, f),
             Survey::Live { soonest } => soonest,
         };
         let (next, fresh) = f(0, now);
@@ -778,6 +934,7 @@ impl PackedTable {
         fp: u64,
         loc: &Location,
         now: u64,
+        rate: Option<Gcra>,
         key_word: &mut u64,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<Placed<R>> {
@@ -805,7 +962,7 @@ impl PackedTable {
                 if generation::holds(fw, fp) {
                     // Inserted meanwhile (claims of this key are serialized by this
                     // lock, or were an empty-slot claim that finished before).
-                    return self.update(i, fp, w, now, f).map(|(r, kw)| {
+                    return self.update(i, fp, w, now, rate, f).map(|(r, kw)| {
                         *key_word = kw;
                         Placed::Stored(r)
                     });
@@ -826,7 +983,7 @@ impl PackedTable {
             return Some(Placed::Absent(fresh));
         };
         // A new generation, taken after the scan loaded the entries it may replace.
-        let kw = generation::word(fp, shard.next_epoch());
+        let kw = generation::word(fp, shard.next_epoch(), rate.map_or(0, |g| g.class()));
         *key_word = kw;
         let install = |(i, old): (usize, u128)| {
             self.slot(i)

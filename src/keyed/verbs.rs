@@ -72,6 +72,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
                     h,
                     || self.now(),
                     true,
+                    params.gcra(),
                     |state, now| {
                         let (next, r) = params.reserve(state, now, n, limit);
                         (next, r.map(|b| (b, now)))
@@ -159,7 +160,13 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
                     &next,
                     tier,
                 )?;
+                // The buckets' rate class: what each key owes carries over in requests,
+                // converted into the new quota from the change on.
+                let now = self.now();
+                let p = t.classify(tier, p, now)?;
+                let old = t.tiers().get(tier);
                 t.tiers().set(tier, p);
+                t.carry_over(tier, old, now);
             }
             (Table::Log(t), Params::Log(l)) => {
                 let current = Params::Log(t.tiers().get(tier));
@@ -427,6 +434,7 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
                         self.hash,
                         || l.now(),
                         n > 0,
+                        params.gcra(),
                         |state, now| (params.step(state, now, n).0, (state, now)),
                     );
                     if let Placed::Stored((state, now)) = placed {

@@ -1,0 +1,231 @@
+//! What a key has used carries over, in requests, across a quota change (`set_quota`)
+//! and across tiers (issue 20, item 6): raising a limit never lengthens a wait and
+//! lowering one never shortens it; a key that used 10 of a free plan's 10 has used 10
+//! of the pro plan's 1,000.
+
+mod common;
+
+use common::{seed, with_seed};
+use std::time::Duration;
+use tollgate::{Algorithm, ConfigError, KeyedRateLimiter, ManualClock, Quota, RateLimiter};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Go x/time/rate's TestReserveSetLimit: 5 per second with a burst of 2; raising the
+/// rate to 10 per second at t2 lets the next reservation proceed at t4 (as Go does),
+/// where keeping 5 per second makes it wait until t6.
+#[test]
+fn raising_the_rate_shortens_the_next_reservation_as_x_time_rate() {
+    for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        for (raise, expected) in [(false, 400), (true, 200)] {
+            let clock = ManualClock::new();
+            let q = Quota::per_second(5).with_burst(2);
+            let single = RateLimiter::builder(a, q)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let keyed = KeyedRateLimiter::<u8, _>::builder(a, q)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let wait = |n| {
+                let s = single
+                    .reserve(n, Duration::from_secs(1))
+                    .unwrap()
+                    .wait_time();
+                let k = keyed
+                    .reserve(&1, n, Duration::from_secs(1))
+                    .unwrap()
+                    .wait_time();
+                assert_eq!(s, k, "{a:?}: single and keyed agree");
+                s
+            };
+            assert_eq!(wait(2), Duration::ZERO);
+            clock.advance(200 * MS);
+            if a == Algorithm::TokenBucket {
+                assert_eq!(wait(2), 200 * MS);
+            } else {
+                // The shaper holds each request for its slot: the second pair starts
+                // once the first is released.
+                let _ = wait(2);
+            }
+            if raise {
+                let q2 = Quota::per_second(10).with_burst(2);
+                single.set_quota(q2).unwrap();
+                keyed.set_quota(q2).unwrap();
+            }
+            if a == Algorithm::TokenBucket {
+                assert_eq!(wait(1), expected * MS, "{a:?} raise {raise}");
+            } else {
+                let w = wait(1);
+                assert!(
+                    (w < 400 * MS) == raise,
+                    "{a:?}: raising the rate shortens the shaper's slot ({w:?})"
+                );
+            }
+        }
+    }
+}
+
+/// A key that used 10 of a free plan's 10 per minute has used 10 of the pro plan's
+/// 1,000 (not all of it), and a key that used 10 of the pro plan has no room on the
+/// free plan: through tiers and through `set_quota` alike.
+#[test]
+fn what_a_key_used_carries_over_between_plans() {
+    for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        let free = Quota::per_minute(10);
+        let pro = Quota::per_minute(1_000);
+        let keyed = KeyedRateLimiter::<str, _>::builder(a, free)
+            .tiers([pro])
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        assert!(keyed.check_n("alice", 10).unwrap().is_allowed());
+        assert!(!keyed.check("alice").is_allowed());
+        let d = keyed.tier(1).unwrap().check("alice");
+        assert!(d.is_allowed(), "{a:?}: the upgrade has room");
+        assert_eq!(d.remaining(), 1_000 - 11, "{a:?}: 11 of 1,000 used");
+
+        assert!(keyed
+            .tier(1)
+            .unwrap()
+            .check_n("bob", 10)
+            .unwrap()
+            .is_allowed());
+        assert!(
+            !keyed.check("bob").is_allowed(),
+            "{a:?}: 10 of 10 used on the free plan"
+        );
+
+        let single = RateLimiter::builder(a, free)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        assert!(single.check_n(10).unwrap().is_allowed());
+        single.set_quota(pro).unwrap();
+        assert_eq!(single.check().remaining(), 1_000 - 11, "{a:?}: set_quota");
+        single.set_quota(free).unwrap();
+        assert!(!single.check().is_allowed(), "{a:?}: 11 used of 10");
+    }
+}
+
+/// Random usage under quota `a`, then the same key asked under `b`: when `b` is at
+/// least as generous in rate and burst the wait is never longer, when it is at most
+/// as generous never shorter; through tiers (the key's next request) and `set_quota`.
+#[test]
+fn raising_never_lengthens_a_wait_and_lowering_never_shortens_one() {
+    let quotas = [
+        Quota::per_second(10).with_burst(3),
+        Quota::per_second(10).with_burst(10),
+        Quota::per_second(25).with_burst(3),
+        Quota::per_second(100).with_burst(20),
+        Quota::new(3, Duration::from_millis(700)).with_burst(2),
+        Quota::per_second(1),
+    ];
+    let at_least = |b: &Quota, a: &Quota| {
+        // b's rate >= a's and b's burst >= a's.
+        u128::from(b.limit()) * a.period().as_nanos()
+            >= u128::from(a.limit()) * b.period().as_nanos()
+            && b.burst() >= a.burst()
+    };
+    for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        with_seed(
+            &format!("carry over {a:?}"),
+            seed(0xCA44 + a as u64),
+            |rng| {
+                for _ in 0..300 {
+                    let qa = quotas[rng.usize(0..quotas.len())];
+                    let qb = quotas[rng.usize(0..quotas.len())];
+                    let clock = ManualClock::new();
+                    let keyed = KeyedRateLimiter::<u8, _>::builder(a, qa)
+                        .tiers([qb])
+                        .clock(clock.clone())
+                        .build()
+                        .unwrap();
+                    let kept = RateLimiter::builder(a, qa)
+                        .clock(clock.clone())
+                        .build()
+                        .unwrap();
+                    let changed = RateLimiter::builder(a, qa)
+                        .clock(clock.clone())
+                        .build()
+                        .unwrap();
+                    for _ in 0..rng.usize(1..30) {
+                        clock.advance(Duration::from_micros(rng.u64(0..60_000)));
+                        let n = rng.u32(1..=qa.burst());
+                        let _ = keyed.check_n(&1, n).unwrap();
+                        let _ = kept.check_n(n).unwrap();
+                        let _ = changed.check_n(n).unwrap();
+                    }
+                    clock.advance(Duration::from_micros(rng.u64(0..30_000)));
+                    changed.set_quota(qb).unwrap();
+                    let wait = |d: tollgate::Decision| d.retry_after().unwrap_or_default();
+                    let before = wait(kept.peek());
+                    for after in [wait(keyed.tier(1).unwrap().peek(&1)), wait(changed.peek())] {
+                        if at_least(&qb, &qa) {
+                            assert!(after <= before, "{qa:?} -> {qb:?}: {before:?} -> {after:?}");
+                        }
+                        if at_least(&qa, &qb) {
+                            assert!(after >= before, "{qa:?} -> {qb:?}: {before:?} -> {after:?}");
+                        }
+                    }
+                }
+            },
+        );
+    }
+}
+
+/// More distinct rates over time than a table has rate classes: each change keeps
+/// what every key used, in requests (the classes no tier uses any more are swept and
+/// reused).
+#[test]
+fn many_quota_changes_keep_what_each_key_used() {
+    let clock = ManualClock::new();
+    let keyed = KeyedRateLimiter::<u32, _>::builder(
+        Algorithm::TokenBucket,
+        Quota::per_second(10).with_burst(10),
+    )
+    .max_keys(1_000)
+    .clock(clock.clone())
+    .build()
+    .unwrap();
+    for k in 0..500u32 {
+        assert!(keyed.check_n(&k, 1 + k % 5).unwrap().is_allowed());
+    }
+    for i in 0..40u32 {
+        let q = Quota::per_second(11 + i * 7).with_burst(10);
+        keyed.set_quota(q).unwrap();
+        for k in (0..500u32).step_by(37) {
+            let used = 1 + k % 5;
+            let d = keyed.peek(&k);
+            assert_eq!(d.remaining(), 10 - used - 1, "change {i}, key {k}: {d:?}");
+        }
+    }
+}
+
+/// A table tells at most 16 bucket rates apart at once; more distinct rates among its
+/// tiers is a clear error at build.
+#[test]
+fn too_many_distinct_tier_rates_is_an_error() {
+    let tiers = (1..=16).map(|i| Quota::per_second(100 + i));
+    let err = KeyedRateLimiter::<u8>::builder(Algorithm::TokenBucket, Quota::per_second(100))
+        .tiers(tiers)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(err, ConfigError::TooManyRates { max: 16, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("16"));
+    // Tiers of one rate share a class; the windows have none.
+    let same = (0..40).map(|i| Quota::per_second(100).with_burst(1 + i));
+    KeyedRateLimiter::<u8>::builder(Algorithm::TokenBucket, Quota::per_second(100))
+        .tiers(same)
+        .build()
+        .unwrap();
+    let windows = (1..=40).map(|i| Quota::per_second(i));
+    KeyedRateLimiter::<u8>::builder(Algorithm::FixedWindow, Quota::per_second(100))
+        .tiers(windows)
+        .build()
+        .unwrap();
+}
