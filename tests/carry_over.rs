@@ -223,7 +223,7 @@ fn too_many_distinct_tier_rates_is_an_error() {
         .tiers(same)
         .build()
         .unwrap();
-    let windows = (1..=40).map(|i| Quota::per_second(i));
+    let windows = (1..=40).map(Quota::per_second);
     KeyedRateLimiter::<u8>::builder(Algorithm::FixedWindow, Quota::per_second(100))
         .tiers(windows)
         .build()

@@ -644,7 +644,7 @@ impl PackedTable {
         absent: Option<Scan>,
     ) -> Decision {
         let rate = params.gcra();
-        let placed = self.run_from(absent, h, now, cost > 0, rate, &mut 0, |state, t| {
+        let (placed, _) = self.run_from(absent, h, now, cost > 0, rate, |state, t| {
             (params.next_state(state, t, cost), (state, t))
         });
         let d = match placed {
@@ -680,8 +680,7 @@ impl PackedTable {
     ) -> (Placed<R>, Origin) {
         // Read before the state is loaded: every later event on the key numbers above it.
         let epoch = self.shards[self.geo.locate(h).shard].epoch();
-        let mut word = 0;
-        let placed = self.run_from(None, h, now, insert, rate, &mut word, f);
+        let (placed, word) = self.run_from(None, h, now, insert, rate, f);
         let (gen, class) = (generation::of(word), generation::class_of(word));
         (placed, Origin::Slot { gen, class, epoch })
     }
@@ -767,9 +766,9 @@ impl PackedTable {
         now: impl Fn() -> u64,
         insert: bool,
         rate: Option<Gcra>,
-        key_word: &mut u64,
         mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Placed<R> {
+    ) -> (Placed<R>, u64) {
+        let mut key_word = 0;
         let fp = generation::probe_word(h);
         let loc = self.geo.locate(h);
         let mut t = now();
@@ -781,8 +780,7 @@ impl PackedTable {
             match scan {
                 Scan::Found(i, w) => {
                     if let Some((r, kw)) = self.update(i, fp, w, t, rate, &mut f) {
-                        *key_word = kw;
-                        return Placed::Stored(r);
+                        return (Placed::Stored(r), kw);
                     }
                 }
                 Scan::Absent { first_empty } => {
@@ -791,7 +789,7 @@ impl PackedTable {
                     t = self.shards[loc.shard].floor(t);
                     let (next, r) = f(0, t);
                     let Some(next) = next.filter(|_| insert) else {
-                        return Placed::Absent(r);
+                        return (Placed::Absent(r), 0);
                     };
                     if let Some(e) = first_empty {
                         let class = rate.map_or(0, |g| g.class());
@@ -806,11 +804,12 @@ impl PackedTable {
                             )
                             .is_ok()
                         {
-                            *key_word = kw;
-                            return Placed::Stored(r);
+                            return (Placed::Stored(r), kw);
                         }
-                    } else if let Some(placed) = self.claim(fp, &loc, t, rate, key_word, &mut f) {
-                        return placed;
+                    } else if let Some(placed) =
+                        self.claim(fp, &loc, t, rate, &mut key_word, &mut f)
+                    {
+                        return (placed, key_word);
                     }
                 }
             }
