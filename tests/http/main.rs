@@ -4,6 +4,7 @@
 mod axum_server;
 mod backends;
 mod grpc;
+mod missing_key;
 mod readme;
 #[cfg(feature = "redis")]
 mod redis_backed;
