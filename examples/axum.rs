@@ -38,7 +38,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let limits = RateLimitLayer::new(Policy::new("ip", per_ip, client_ip.clone()))
         .policy(
             Policy::new("api-key", per_key, HeaderKey::new("x-api-key")?)
-                .on_missing_key(MissingKey::Reject(http::StatusCode::UNAUTHORIZED)),
+                .on_missing_key(MissingKey::Reject(axum::http::StatusCode::UNAUTHORIZED)),
         )
         .policy(Policy::new("global", global, Global));
     let uploads = RateLimitLayer::new(

@@ -338,7 +338,60 @@ impl KeyExtractor for ClientIp {
     fn extract(&self, parts: &Parts) -> Option<IpAddr> {
         self.client(parts).map(|ip| self.key_of(ip))
     }
+
+    fn missing_reason(&self, parts: &Parts) -> String {
+        let Some(peer) = peer_addr(parts) else {
+            return NO_PEER.to_owned();
+        };
+        let header = match self.source {
+            Source::XForwardedFor => "X-Forwarded-For",
+            Source::Forwarded => "Forwarded",
+        };
+        format!(
+            "the client address selected in {header} (behind the trusted proxy {peer}) is \
+             `unknown`, obfuscated or not an IP address"
+        )
+    }
 }
+
+// What this build reads, for the message below.
+#[cfg(feature = "axum")]
+macro_rules! no_axum {
+    () => {
+        ""
+    };
+}
+#[cfg(not(feature = "axum"))]
+macro_rules! no_axum {
+    () => {
+        " (and this build of tollgate reads ConnectInfo only with its `axum` feature)"
+    };
+}
+#[cfg(feature = "tonic")]
+macro_rules! tonic_peer {
+    () => {
+        "its server records TcpConnectInfo for plain TCP connections (not for TLS or a \
+         custom incoming stream)"
+    };
+}
+#[cfg(not(feature = "tonic"))]
+macro_rules! tonic_peer {
+    () => {
+        "this build of tollgate reads TcpConnectInfo only with its `tonic` feature"
+    };
+}
+
+/// Why a request has no peer address, and what records one (what this build reads).
+const NO_PEER: &str = concat!(
+    "no peer address was found for the request (ClientIp keys by the connection's peer, ",
+    "read from the request's extensions); ",
+    "axum: serve the app with `into_make_service_with_connect_info::<SocketAddr>()`, ",
+    "plain `axum::serve(listener, app)` records no ConnectInfo",
+    no_axum!(),
+    "; tonic: ",
+    tonic_peer!(),
+    "; any other server: insert `tollgate::http::PeerAddr` into each request's extensions",
+);
 
 /// The connection's peer, from whichever server recorded it.
 pub(crate) fn peer_addr(parts: &Parts) -> Option<IpAddr> {
@@ -562,5 +615,33 @@ mod tests {
     fn no_peer_no_key() {
         let (p, ()) = http::Request::get("/").body(()).unwrap().into_parts();
         assert_eq!(ClientIp::peer().extract(&p), None);
+        let why = ClientIp::peer().missing_reason(&p);
+        assert!(why.starts_with("no peer address was found"), "{why}");
+        assert!(
+            why.contains("into_make_service_with_connect_info::<SocketAddr>()"),
+            "{why}"
+        );
+        assert!(
+            why.contains("TcpConnectInfo") && why.contains("PeerAddr"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_forwarded_client_is_named_as_such() {
+        let k = ClientIp::trusted_proxies(["10.0.0.0/8"]).unwrap();
+        let p = parts("10.0.0.1", &[("x-forwarded-for", "6.6.6.6, unknown")]);
+        assert_eq!(k.extract(&p), None);
+        let why = k.missing_reason(&p);
+        assert!(
+            why.contains("X-Forwarded-For")
+                && why.contains("10.0.0.1")
+                && why.contains("`unknown`"),
+            "{why}"
+        );
+        assert!(k
+            .use_forwarded()
+            .missing_reason(&parts("10.0.0.1", &[("forwarded", "for=_x")]))
+            .contains("in Forwarded"));
     }
 }

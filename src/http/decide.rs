@@ -55,8 +55,21 @@ pub(crate) enum Verdict {
     Deny(Reports),
     /// A policy with [`MissingKey::Reject`] had no key.
     Reject(usize, StatusCode),
+    /// A policy with [`MissingKey::Fail`] (the default) had no key.
+    NoKey(usize),
     /// A backend failed.
     Failed(usize, BackendError),
+}
+
+/// The verdict on a request that enforced policy `i` cannot key: `None` lets it through
+/// ([`MissingKey::Skip`]). Counted either way.
+fn missing(p: &Policy, i: usize) -> Option<Verdict> {
+    p.count_missing();
+    match p.missing {
+        MissingKey::Skip => None,
+        MissingKey::Reject(status) => Some(Verdict::Reject(i, status)),
+        MissingKey::Fail => Some(Verdict::NoKey(i)),
+    }
 }
 
 async fn get(mut acquire: Acquire, at_once: bool) -> Result<Decision, BackendError> {
@@ -157,9 +170,9 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
             let cost = p.cost_of(parts);
             let Some(peek) = p.engine.peek(parts) else {
                 settled[i] = true;
-                p.count_missing();
-                if let MissingKey::Reject(status) = p.missing {
-                    return Verdict::Reject(i, status);
+                // Nothing has been taken yet: the peek phase consumes nothing.
+                if let Some(end) = missing(p, i) {
+                    return end;
                 }
                 continue;
             };
@@ -188,10 +201,9 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
         }
         let cost = p.cost_of(parts);
         let Some((acq, undo)) = p.engine.acquire_undoable(parts, cost) else {
-            p.count_missing();
-            if let MissingKey::Reject(status) = p.missing {
+            if let Some(end) = missing(p, i) {
                 admitted.release();
-                return Verdict::Reject(i, status);
+                return end;
             }
             continue;
         };
@@ -204,7 +216,11 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
     for (i, p) in policies.iter().enumerate().filter(|(_, p)| p.shadow) {
         let cost = p.cost_of(parts);
         let Some(acq) = p.engine.acquire(parts, cost) else {
+            // A shadow policy never refuses; under the default it says why, once.
             p.count_missing();
+            if p.missing == MissingKey::Fail {
+                p.report_missing_once(&no_key_detail(p, parts));
+            }
             continue;
         };
         // A shadow policy's failure never touches the request.
@@ -218,6 +234,17 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
     Verdict::Pass(Reports::Many(admitted.reports))
 }
 
+/// What the default [`MissingKey::Fail`] answers and reports: the policy and why its
+/// key is missing.
+pub(crate) fn no_key_detail(p: &Policy, parts: &Parts) -> String {
+    format!(
+        "rate limit {:?} cannot key this request: {}; the request is refused \
+         (Policy::on_missing_key(MissingKey::Skip) lets such requests through)",
+        p.name(),
+        p.missing_reason(parts)
+    )
+}
+
 struct Noop;
 
 impl Wake for Noop {
@@ -229,11 +256,7 @@ impl Wake for Noop {
 fn decide_one(p: &Policy, parts: &Parts) -> Verdict {
     let cost = p.cost_of(parts);
     let Some(mut acq) = p.engine.acquire(parts, cost) else {
-        p.count_missing();
-        return match p.missing {
-            MissingKey::Reject(status) => Verdict::Reject(0, status),
-            _ => Verdict::Pass(Reports::None),
-        };
+        return missing(p, 0).unwrap_or(Verdict::Pass(Reports::None));
     };
     let result = acq.now().unwrap_or_else(|| {
         Err(BackendError::unavailable(

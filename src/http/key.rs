@@ -28,6 +28,30 @@ pub trait KeyExtractor: Send + Sync + 'static {
 
     /// The key of this request, or `None` when it has none.
     fn extract(&self, parts: &Parts) -> Option<Self::Key>;
+
+    /// Why [`extract`](Self::extract) found no key in this request, in words for the
+    /// operator: the layer's default [`MissingKey::Fail`](super::MissingKey::Fail) answer
+    /// carries it and reports it once. Called only for requests without a key. The default
+    /// names the extractor's type; [`ClientIp`](super::ClientIp) and [`HeaderKey`] say
+    /// what exactly was missing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::http::{HeaderKey, KeyExtractor};
+    ///
+    /// let (parts, ()) = http::Request::get("/").body(())?.into_parts();
+    /// let reason = HeaderKey::new("x-api-key")?.missing_reason(&parts);
+    /// assert_eq!(reason, "the request has no x-api-key header");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn missing_reason(&self, parts: &Parts) -> String {
+        let _ = parts;
+        format!(
+            "the key extractor {} found no key in the request",
+            std::any::type_name::<Self>()
+        )
+    }
 }
 
 impl<F, K> KeyExtractor for F
@@ -90,6 +114,15 @@ impl KeyExtractor for HeaderKey {
             return None;
         }
         first.to_str().ok().map(str::to_owned)
+    }
+
+    fn missing_reason(&self, parts: &Parts) -> String {
+        let name = &self.name;
+        match parts.headers.get_all(name).iter().count() {
+            0 => format!("the request has no {name} header"),
+            1 => format!("the request's {name} header is not visible ASCII"),
+            n => format!("the request has {n} {name} headers (one is expected)"),
+        }
     }
 }
 

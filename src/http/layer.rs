@@ -12,7 +12,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::decide::{decide, decide_now, Verdict};
+use super::decide::{decide, decide_now, no_key_detail, Verdict};
 use super::policy::Policy;
 use super::response::{
     fields, is_grpc, policy_header, refuse, retry_after, Fields, Headers, Refusal, RATELIMIT,
@@ -362,7 +362,7 @@ fn record(policies: &[Policy], verdict: &Verdict) {
             }
         }
         Verdict::Failed(i, _) => policies[*i].counters.backend_errors.increment(1),
-        Verdict::Reject(..) => {}
+        Verdict::Reject(..) | Verdict::NoKey(_) => {}
     }
 }
 
@@ -413,6 +413,19 @@ fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Verdict) -> N
                 retry_after: None,
             },
         )),
+        Verdict::NoKey(i) => {
+            let detail = no_key_detail(&policies[i], parts);
+            policies[i].report_missing_once(&detail);
+            Next::Refuse(refuse(
+                grpc(),
+                &Refusal {
+                    status: StatusCode::INTERNAL_SERVER_ERROR,
+                    detail,
+                    violated: Vec::new(),
+                    retry_after: None,
+                },
+            ))
+        }
         Verdict::Failed(i, e) => match config.on_error {
             OnBackendError::Allow => Next::Forward(None),
             OnBackendError::Status(status) => Next::Refuse(refuse(

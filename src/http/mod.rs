@@ -36,8 +36,15 @@
 //!
 //! The peer address comes from the request's extensions: axum's
 //! `ConnectInfo<SocketAddr>` (feature `axum`, with `into_make_service_with_connect_info`),
-//! tonic's `TcpConnectInfo` (feature `tonic`: a tonic server records it for every call),
-//! or [`PeerAddr`], which a plain hyper server inserts itself (see its documentation).
+//! tonic's `TcpConnectInfo` (feature `tonic`: a tonic server records it for plain TCP
+//! connections, not behind its TLS or a custom incoming stream), or [`PeerAddr`], which a
+//! plain hyper server inserts itself (see its documentation).
+//!
+//! A request a policy cannot key (no peer address, no API-key header) is refused by
+//! default ([`MissingKey::Fail`]): `500 Internal Server Error` (gRPC: INTERNAL) with a
+//! message naming the policy and the cause, such as an axum app served without
+//! `into_make_service_with_connect_info`, and reported once per policy on standard
+//! error. [`MissingKey::Skip`] lets such requests through, by choice.
 
 mod backend;
 mod body;

@@ -1,7 +1,7 @@
 //! A policy: a named limiter, how to key a request, what it costs.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use http::request::Parts;
@@ -13,6 +13,11 @@ use crate::Quota;
 
 /// What a policy does with a request whose key cannot be extracted (no peer address, no
 /// API-key header, an `unknown` forwarded address).
+///
+/// The default, [`MissingKey::Fail`], refuses such a request: a limiter that let every
+/// unkeyed request through would switch itself off silently when, say, a server is
+/// started without recording the peer address. [`MissingKey::Skip`] lets them through,
+/// as an explicit choice.
 ///
 /// # Example
 ///
@@ -29,9 +34,20 @@ use crate::Quota;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MissingKey {
-    /// The policy does not apply to this request (the default); counted in
-    /// [`Policy::missing_keys`].
+    /// Fail closed (the default): the request is answered `500 Internal Server Error`
+    /// with an `application/problem+json` body whose `detail` says which key was missing
+    /// and why (for [`ClientIp`](super::ClientIp) without a peer address: what the server
+    /// must record, e.g. axum's `into_make_service_with_connect_info::<SocketAddr>()`); a
+    /// gRPC request gets `grpc-status: 13` (INTERNAL) with that message. The first such
+    /// request of a policy (and its clones) is also reported on standard error, once.
+    /// Counted in [`Policy::missing_keys`]. A shadow policy never refuses: it only
+    /// reports, once.
     #[default]
+    Fail,
+    /// The policy does not apply to this request: it is let through, neither counted
+    /// against the limiter nor reported in the headers (only in
+    /// [`Policy::missing_keys`]). Choose it where some requests legitimately have no key
+    /// (e.g. a per-API-key limit next to another policy that limits anonymous traffic).
     Skip,
     /// The request is answered with this status and an `application/problem+json` body,
     /// and counted. Ignored in shadow mode.
@@ -49,6 +65,7 @@ pub(crate) trait Engine: Send + Sync {
     fn release(&self, parts: &Parts, cost: u32) -> bool;
     fn undo(&self, parts: &Parts, undo: Undo) -> bool;
     fn is_async(&self) -> bool;
+    fn missing_reason(&self, parts: &Parts) -> String;
 }
 
 struct Bound<L, E> {
@@ -97,6 +114,10 @@ where
     fn is_async(&self) -> bool {
         self.limiter.is_async()
     }
+
+    fn missing_reason(&self, parts: &Parts) -> String {
+        self.key.missing_reason(parts)
+    }
 }
 
 /// One rate limit a [`RateLimitLayer`](super::RateLimitLayer) applies: a name (shown in
@@ -123,6 +144,8 @@ pub struct Policy {
     cost: Option<Arc<CostFn>>,
     pub(crate) missing: MissingKey,
     missing_keys: Arc<AtomicU64>,
+    /// Whether a missing key was reported on standard error ([`MissingKey::Fail`]).
+    reported: Arc<AtomicBool>,
     #[cfg(feature = "metrics")]
     pub(crate) counters: crate::metrics::PolicyCounters,
 }
@@ -158,8 +181,9 @@ impl Policy {
             engine: Arc::new(Bound { limiter, key }),
             shadow: false,
             cost: None,
-            missing: MissingKey::Skip,
+            missing: MissingKey::default(),
             missing_keys: Arc::new(AtomicU64::new(0)),
+            reported: Arc::new(AtomicBool::new(false)),
             #[cfg(feature = "metrics")]
             counters: crate::metrics::PolicyCounters::new(&name),
             name: name.into(),
@@ -251,18 +275,23 @@ impl Policy {
         })
     }
 
-    /// What to do with a request that has no key (default [`MissingKey::Skip`]).
+    /// What to do with a request that has no key (default [`MissingKey::Fail`]: a 500
+    /// that says why; [`MissingKey::Skip`] lets it through).
     ///
     /// # Example
     ///
     /// ```
-    /// # use tollgate::http::{ClientIp, MissingKey, Policy};
+    /// # use tollgate::http::{ClientIp, HeaderKey, MissingKey, Policy};
     /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
     /// # let per_ip = KeyedRateLimiter::<std::net::IpAddr>::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build()?;
+    /// # let per_key = KeyedRateLimiter::<String>::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build()?;
     /// let p = Policy::new("ip", per_ip, ClientIp::peer())
     ///     .on_missing_key(MissingKey::Reject(http::StatusCode::BAD_REQUEST));
-    /// # let _ = p;
-    /// # Ok::<(), tollgate::ConfigError>(())
+    /// // Requests without an API key are limited by another policy: let them through here.
+    /// let q = Policy::new("api-key", per_key, HeaderKey::new("x-api-key")?)
+    ///     .on_missing_key(MissingKey::Skip);
+    /// # let _ = (p, q);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn on_missing_key(mut self, outcome: MissingKey) -> Self {
@@ -325,6 +354,25 @@ impl Policy {
         self.counters.missing_keys.increment(1);
     }
 
+    /// Why this request has no key, in words for the operator (cold path).
+    pub(crate) fn missing_reason(&self, parts: &Parts) -> String {
+        self.engine.missing_reason(parts)
+    }
+
+    /// Reports a missing key on standard error, the first time for this policy and its
+    /// clones ([`MissingKey::Fail`]); whether it did.
+    pub(crate) fn report_missing_once(&self, detail: &str) -> bool {
+        // A load first: a server failing every request does not write the line each time.
+        if self.reported.load(Ordering::Relaxed) || self.reported.swap(true, Ordering::Relaxed) {
+            return false;
+        }
+        eprintln!(
+            "tollgate::http: {detail}. Reported once per policy; Policy::missing_keys() counts \
+             every such request."
+        );
+        true
+    }
+
     pub(crate) fn cost_of(&self, parts: &Parts) -> u32 {
         self.cost.as_ref().map_or(1, |f| f(parts))
     }
@@ -338,5 +386,30 @@ impl fmt::Debug for Policy {
             .field("shadow", &self.shadow)
             .field("missing", &self.missing)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::Global;
+    use crate::{Algorithm, RateLimiter};
+
+    #[test]
+    fn fails_closed_by_default_and_reports_once_per_policy_and_its_clones() {
+        let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1))
+            .build()
+            .unwrap();
+        let p = Policy::new("g", l, Global);
+        assert_eq!(p.missing, MissingKey::Fail);
+        assert_eq!(MissingKey::default(), MissingKey::Fail);
+        let clone = p.clone();
+        assert!(p.report_missing_once("first"));
+        assert!(!p.report_missing_once("second"));
+        assert!(!clone.report_missing_once("from a clone"));
+        let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1))
+            .build()
+            .unwrap();
+        assert!(Policy::new("other", l, Global).report_missing_once("another policy"));
     }
 }

@@ -245,12 +245,13 @@ fn problem(kind: &str, status: StatusCode, detail: &str, violated: &[&str]) -> B
 /// The gRPC code for an HTTP status the layer answers with.
 fn grpc_code(status: StatusCode) -> u8 {
     match status {
-        StatusCode::TOO_MANY_REQUESTS => 8,    // RESOURCE_EXHAUSTED
-        StatusCode::BAD_REQUEST => 3,          // INVALID_ARGUMENT
-        StatusCode::UNAUTHORIZED => 16,        // UNAUTHENTICATED
-        StatusCode::FORBIDDEN => 7,            // PERMISSION_DENIED
-        StatusCode::SERVICE_UNAVAILABLE => 14, // UNAVAILABLE
-        _ => 2,                                // UNKNOWN
+        StatusCode::TOO_MANY_REQUESTS => 8,      // RESOURCE_EXHAUSTED
+        StatusCode::BAD_REQUEST => 3,            // INVALID_ARGUMENT
+        StatusCode::UNAUTHORIZED => 16,          // UNAUTHENTICATED
+        StatusCode::FORBIDDEN => 7,              // PERMISSION_DENIED
+        StatusCode::SERVICE_UNAVAILABLE => 14,   // UNAVAILABLE
+        StatusCode::INTERNAL_SERVER_ERROR => 13, // INTERNAL
+        _ => 2,                                  // UNKNOWN
     }
 }
 
@@ -357,5 +358,14 @@ mod tests {
             br#"{"type":"t","title":"Too Many Requests","status":429,"detail":"x\"\u000a","violated-policies":["p"]}"#
         );
         assert_eq!(grpc_message("50% off\u{e9}"), "50%25 off%C3%A9");
+    }
+
+    #[test]
+    fn grpc_codes() {
+        assert_eq!(grpc_code(StatusCode::TOO_MANY_REQUESTS), 8);
+        // A request no policy could key (the default MissingKey::Fail): INTERNAL.
+        assert_eq!(grpc_code(StatusCode::INTERNAL_SERVER_ERROR), 13);
+        assert_eq!(grpc_code(StatusCode::SERVICE_UNAVAILABLE), 14);
+        assert_eq!(grpc_code(StatusCode::IM_A_TEAPOT), 2);
     }
 }

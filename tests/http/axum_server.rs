@@ -184,11 +184,13 @@ async fn shadow_policy_reports_but_never_enforces() {
 }
 
 #[tokio::test]
-async fn missing_key_skips_by_default_or_rejects_when_configured() {
+async fn missing_key_skips_or_rejects_when_configured() {
+    // The default (fail closed) is tested in missing_key.rs.
     let per_key = KeyedRateLimiter::<String>::builder(Algorithm::FixedWindow, Quota::per_minute(1))
         .build()
         .unwrap();
-    let skip = Policy::new("key", per_key, HeaderKey::new("x-api-key").unwrap());
+    let skip = Policy::new("key", per_key, HeaderKey::new("x-api-key").unwrap())
+        .on_missing_key(MissingKey::Skip);
     let addr = serve(RateLimitLayer::new(skip.clone())).await;
     for _ in 0..3 {
         let r = get_with(addr, &[]).await;

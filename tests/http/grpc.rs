@@ -90,8 +90,8 @@ async fn grpc_denial_is_http_200_never_429() {
 
 /// Per-client limits behind tonic with no glue: `ClientIp::peer()` reads the peer tonic
 /// records for every call (`TcpConnectInfo`, feature `tonic`), so the second call from
-/// this client is denied. Without the peer the policy would not apply (a missing key
-/// is skipped by default) and both calls would pass.
+/// this client is denied. Without the peer both calls would fail with INTERNAL (a
+/// missing key fails closed by default; see missing_key.rs).
 #[tokio::test]
 async fn per_client_limits_read_tonics_peer_address() {
     use std::net::IpAddr;

@@ -4,6 +4,8 @@
 mod axum_server;
 mod backends;
 mod grpc;
+mod missing_key;
+mod readme;
 #[cfg(feature = "redis")]
 mod redis_backed;
 #[cfg(feature = "redis")]

@@ -10,12 +10,16 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tollgate::http::RateLimitLayer;
 
-/// Serves `GET /` ("ok") behind `layer` and returns the address.
-pub(crate) async fn serve(layer: RateLimitLayer) -> SocketAddr {
-    let app = axum::Router::new()
+fn app(layer: RateLimitLayer) -> axum::Router {
+    axum::Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/upload", axum::routing::post(|| async { "stored" }))
-        .layer(layer);
+        .layer(layer)
+}
+
+/// Serves `GET /` ("ok") behind `layer` and returns the address.
+pub(crate) async fn serve(layer: RateLimitLayer) -> SocketAddr {
+    let app = app(layer);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -26,6 +30,16 @@ pub(crate) async fn serve(layer: RateLimitLayer) -> SocketAddr {
         .await
         .unwrap();
     });
+    addr
+}
+
+/// Serves the same app as [`serve`] the way a new user might: plain
+/// `axum::serve(listener, app)`, which records no `ConnectInfo` (no peer address).
+pub(crate) async fn serve_without_connect_info(layer: RateLimitLayer) -> SocketAddr {
+    let app = app(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     addr
 }
 
