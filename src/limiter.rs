@@ -310,13 +310,15 @@ impl<C: Clock> RateLimiter<C> {
     ///
     /// What carries over, and the bound across the change at time `c`:
     ///
-    /// * **Buckets**: the state is a time (when the bucket is full again), so it keeps
-    ///   its meaning: each bucket is full again when it would have been, and what it
-    ///   holds until then is counted in the new quota's units. Over any span `[a, b]` containing `c`, at most
-    ///   `burst_old + (c − a)/T_old` are admitted before `c` and
-    ///   `burst_new + (b − c)/T_new` from `c` on. A lowered quota never admits more than
-    ///   the new one allows from the change on; a raised one at most its new burst at
-    ///   once.
+    /// * **Buckets**: what the bucket still owes at `c` carries over in requests
+    ///   (Bucket4j's "additive" strategy, x/time/rate's `SetLimitAt` while the burst
+    ///   stays): `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`, rounded up so the limit is never
+    ///   exceeded. Raising the quota never lengthens a wait, lowering it never shortens
+    ///   one: 10 used of 10 per minute are 10 used of 1,000 per minute. Over any span
+    ///   `[a, b]` containing `c`, at most `burst_old + (c − a)/T_old` are admitted
+    ///   before `c`, and from `c` on at most `burst_new + (b − c)/T_new` less what was
+    ///   still owed at `c`. A request that read the old quota just before the change
+    ///   may still count its own cost under it.
     /// * **Windows** (the period must stay: [`ConfigError::PeriodChange`]): counts carry
     ///   over and the new limit applies at once, so the window containing `c` admits at
     ///   most `max(limit_old, limit_new)` in all (a lowered limit admits nothing more in

@@ -227,10 +227,13 @@ const INLINE: usize = 4;
 ///
 /// Lock-free like the limits themselves: each limit is booked in turn with its own
 /// compare-and-swap, and on a denial the bookings already made are rolled back. A
-/// roll-back gives back what no booking made since depends on (for the buckets, a
-/// request booked meanwhile on the same limit keeps its place), so a concurrent check
-/// may see a limit briefly fuller than it ends up: never emptier. Limits that come
-/// after the one that denied are only peeked.
+/// roll-back gives back exactly what its booking took, whatever was admitted on the
+/// same limit in between (for the buckets, the booking's debt still outstanding: all
+/// of it, as the roll-back follows at once), and only to the state it was booked on
+/// (nothing after a `reset` of the key). A concurrent check may see a limit briefly
+/// fuller than it ends up: never emptier. The leaky bucket keeps a release slot that
+/// a later slot was booked behind (its releases stay spaced). Limits that come after
+/// the one that denied are only peeked.
 ///
 /// # Errors
 ///

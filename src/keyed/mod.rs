@@ -170,9 +170,11 @@ fn tier_fits(
 ///   reclaimed on the insert path.
 /// * **Capacity**: room for [`capacity`](Self::capacity) keys whose state is not idle
 ///   (1.48 slots per key, each key choosing between two windows of 12 slots).
-/// * **Identity**: a key is its 64-bit fingerprint under a hash seeded randomly per
-///   limiter: two distinct keys share a state with probability 2⁻⁶⁴ per pair present
-///   at once, and an attacker who does not know the seed cannot craft collisions.
+/// * **Identity**: a key is its 64-bit hash, seeded randomly per limiter; a packed slot
+///   keeps its top 44 bits (the rest hold the state's rate class and generation) and
+///   the sliding log's all 64: two distinct keys share a state only if they share a
+///   window and those bits, with probability about 2⁻⁴⁴ per pair present at once, and
+///   an attacker who does not know the seed cannot craft collisions.
 /// * **Concurrency**: `Send + Sync`; for the packed algorithms lookups, updates and
 ///   claims of empty slots are lock-free (one 16-byte compare-and-swap per decision);
 ///   replacing an entry takes the key's claim lock (one of up to 4,096) for one short
