@@ -36,9 +36,11 @@
 //! the largest epoch `≤ b` of that generation, `n < e' + 65,535` ([`within`]). The
 //! word's own event has an epoch `≤ n` of that generation, so it is `≤ e' ≤ b`: the
 //! state predates the booking, and as every event after the booking is above `b`, it
-//! is the state the booking was made on. A refund that cannot tell (more than 65,535
-//! events in the shard since its state was installed and booked on) gives nothing:
-//! conservative, never a gift. The compare-and-swap that applies it compares the whole
+//! is the state the booking was made on. A refund that cannot tell gives nothing:
+//! conservative, never a gift. That happens when more than 65,535 events came in the
+//! shard between the state's install and the refund, or when the booking raced an
+//! event on its own key (a reset between the booking's epoch read and its load: the
+//! booking then landed on the new state, whose epoch is above `b`). The compare-and-swap that applies it compares the whole
 //! word, generation included.
 
 /// The generation bits of a key word.
