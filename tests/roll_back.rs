@@ -13,11 +13,14 @@ use tollgate::{
     check_all, Algorithm, Clock, KeyedRateLimiter, Limit, ManualClock, Quota, RateLimiter,
 };
 
+/// What runs at a [`Hooked`] clock's next reading.
+type Hook = Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+
 /// A clock fixed at `at` that runs a hook at its next reading.
 #[derive(Clone)]
 struct Hooked {
     at: u64,
-    hook: Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>,
+    hook: Hook,
 }
 
 impl Clock for Hooked {
@@ -45,7 +48,7 @@ fn quotas(a: Algorithm) -> Vec<Quota> {
 
 /// One limit kind: a `RateLimiter`, or key 1 of a keyed table.
 enum Subject {
-    One(RateLimiter<ManualClock>),
+    One(Box<RateLimiter<ManualClock>>),
     Keyed(KeyedRateLimiter<u8, ManualClock>),
 }
 
@@ -59,12 +62,12 @@ impl Subject {
                     .unwrap(),
             )
         } else {
-            Subject::One(
+            Subject::One(Box::new(
                 RateLimiter::builder(a, q)
                     .clock(clock.clone())
                     .build()
                     .unwrap(),
-            )
+            ))
         }
     }
 
@@ -84,7 +87,7 @@ impl Subject {
 
     fn multi_denied(&self, denier: &RateLimiter<Hooked>, n: u32) {
         let d = match self {
-            Subject::One(l) => check_all(&[l as &dyn Limit, denier], n).unwrap(),
+            Subject::One(l) => check_all(&[&**l as &dyn Limit, denier], n).unwrap(),
             Subject::Keyed(l) => check_all(&[&l.limit(&1) as &dyn Limit, denier], n).unwrap(),
         };
         assert!(!d.is_allowed(), "{d:?}");

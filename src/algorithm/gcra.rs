@@ -36,13 +36,21 @@ pub(crate) struct Gcra {
     burst: u32,
     /// The quota's limit, reported by decisions next to the burst.
     limit: u32,
-    /// LeakyBucket: report the hold time in `Decision::delay`.
-    shaper: bool,
-    /// The rate class a keyed table gave this interval (0 to 15; see
-    /// `keyed::rates`): states it writes are tagged with it, so that a request under
-    /// another interval converts what the key owes (see [`convert`](Self::convert)).
-    class: u8,
+    /// Flags, as one word (the `PackedParams` tag word, see its `Words`): bit 8, the
+    /// leaky bucket's shaper (report the hold time in `Decision::delay`); bits 16–19,
+    /// the rate class a keyed table gave this interval (see `keyed::rates`: states it
+    /// writes are tagged with it, so that a request under another interval converts
+    /// what the key owes, see [`convert`](Self::convert)); bit 20, whether the table
+    /// may hold states of several classes (several tier rates, or a rate changed by
+    /// `set_quota`): only then does a keyed hit compare classes. Kept as the word it
+    /// travels as, so reading the parameters decodes nothing.
+    flags: u64,
 }
+
+const SHAPER: u64 = 1 << 8;
+const CLASS_SHIFT: u32 = 16;
+const CLASS: u64 = 0xF << CLASS_SHIFT;
+const MIXED: u64 = 1 << 20;
 
 impl Gcra {
     /// The parameters as three words (see `algorithm::PackedParams`'s `Words`).
@@ -55,31 +63,47 @@ impl Gcra {
     }
 
     /// The parameters from [`as_words`](Self::as_words).
-    pub(crate) fn from_words(w: [u64; 3], shaper: bool, class: u8) -> Self {
+    pub(crate) fn from_words(w: [u64; 3], flags: u64) -> Self {
         Gcra {
             t: w[0],
             tau: w[1],
             burst: w[2] as u32,
             limit: (w[2] >> 32) as u32,
-            shaper,
-            class,
+            flags,
         }
+    }
+
+    /// The flags word (see the field).
+    pub(crate) fn flags(&self) -> u64 {
+        self.flags
+    }
+
+    /// Whether the table may hold states of several rate classes (see the field).
+    #[inline(always)]
+    pub(crate) fn mixed(&self) -> bool {
+        self.flags & MIXED != 0
+    }
+
+    /// These parameters in a table that may hold several rate classes.
+    pub(crate) fn with_mixed(mut self) -> Self {
+        self.flags |= MIXED;
+        self
     }
 
     /// Whether this is the leaky bucket's shaper.
     pub(crate) fn is_shaper(&self) -> bool {
-        self.shaper
+        self.flags & SHAPER != 0
     }
 
     /// The rate class (see the field).
     #[inline(always)]
     pub(crate) fn class(&self) -> u8 {
-        self.class
+        ((self.flags & CLASS) >> CLASS_SHIFT) as u8
     }
 
     /// These parameters under rate class `class`.
     pub(crate) fn with_class(mut self, class: u8) -> Self {
-        self.class = class;
+        self.flags = (self.flags & !CLASS) | (u64::from(class) << CLASS_SHIFT & CLASS);
         self
     }
 
@@ -132,8 +156,7 @@ impl Gcra {
             tau: tau as u64,
             burst,
             limit: quota.limit(),
-            shaper,
-            class: 0,
+            flags: if shaper { SHAPER } else { 0 },
         })
     }
 
@@ -160,7 +183,7 @@ impl Gcra {
         // then reports no capacity left rather than a denial.
         if cost == 0 || new_tat <= horizon {
             let remaining = (horizon.saturating_sub(new_tat) / self.t) as u32;
-            let delay = if self.shaper { base - now } else { 0 };
+            let delay = if self.is_shaper() { base - now } else { 0 };
             let d =
                 Decision::allow(self.burst, remaining, new_tat - now, delay).with_limit(self.limit);
             let next = if cost == 0 { None } else { Some(new_tat) };
@@ -193,7 +216,11 @@ impl Gcra {
         let new_tat = base + weight;
         let conforms = (new_tat - now).saturating_sub(self.tau);
         // For the shaper the slot's start is the later of the two (cost <= burst).
-        let wait = if self.shaper { base - now } else { conforms };
+        let wait = if self.is_shaper() {
+            base - now
+        } else {
+            conforms
+        };
         if wait > max_wait {
             return (None, Err(wait));
         }
@@ -239,7 +266,7 @@ impl Gcra {
         now: u64,
         roll_back: bool,
     ) -> Option<u64> {
-        if self.shaper && tat != booked_tat {
+        if self.is_shaper() && tat != booked_tat {
             return None;
         }
         let restore = if roll_back {

@@ -138,14 +138,27 @@ pub(crate) trait Step: Copy {
     }
 }
 
+/// The bucket in a table of one rate ever: no class to compare on a hit.
 impl Step for gcra::Gcra {
     #[inline(always)]
     fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         self.step(state, now, cost)
     }
+}
+
+/// The bucket in a table that may hold states of several rate classes: a hit whose
+/// state another class wrote goes to the slow path, which converts it.
+#[derive(Clone, Copy)]
+pub(crate) struct Classed(pub(crate) gcra::Gcra);
+
+impl Step for Classed {
+    #[inline(always)]
+    fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
+        self.0.step(state, now, cost)
+    }
     #[inline(always)]
     fn class(&self) -> Option<u8> {
-        Some(gcra::Gcra::class(self))
+        Some(self.0.class())
     }
 }
 
@@ -338,10 +351,8 @@ impl crate::sync::Words for PackedParams {
     #[inline]
     fn as_words(&self) -> [u64; 4] {
         let (tag, [a, b, c]) = match self {
-            PackedParams::Gcra(p) => (
-                u64::from(p.is_shaper()) << 8 | u64::from(p.class()) << 16,
-                p.as_words(),
-            ),
+            // The flags keep the low byte 0, the variant tag of the bucket.
+            PackedParams::Gcra(p) => (p.flags(), p.as_words()),
             PackedParams::Fixed(p) => (1, p.as_words()),
             PackedParams::Sliding(p) => (2, p.as_words()),
         };
@@ -354,11 +365,7 @@ impl crate::sync::Words for PackedParams {
         match w[0] & 0xFF {
             1 => PackedParams::Fixed(fixed_window::FixedWindow::from_words(rest)),
             2 => PackedParams::Sliding(sliding_window::SlidingWindow::from_words(rest)),
-            _ => PackedParams::Gcra(gcra::Gcra::from_words(
-                rest,
-                w[0] >> 8 & 1 == 1,
-                (w[0] >> 16 & 0xF) as u8,
-            )),
+            _ => PackedParams::Gcra(gcra::Gcra::from_words(rest, w[0])),
         }
     }
 }

@@ -54,6 +54,13 @@ impl Rates {
                 *g = g.with_class(class);
             }
         }
+        if rates.find_used(1) {
+            for tier in tiers.iter_mut() {
+                if let PackedParams::Gcra(g) = tier {
+                    *g = g.with_mixed();
+                }
+            }
+        }
         Ok(rates)
     }
 
@@ -67,6 +74,14 @@ impl Rates {
     /// The class holding `interval`, if any.
     pub(crate) fn find(&self, interval: u64) -> Option<u8> {
         (0..CLASSES as u8).find(|&c| self.interval(c) == interval)
+    }
+
+    /// Whether more than `n` classes have been given out.
+    fn find_used(&self, n: usize) -> bool {
+        (0..CLASSES as u8)
+            .filter(|&c| self.interval(c) != 0)
+            .count()
+            > n
     }
 
     /// A class never given out.

@@ -61,7 +61,7 @@ use super::layout::{
 use super::rates::{Rates, CLASSES};
 use super::OnFull;
 use crate::algorithm::gcra::Gcra;
-use crate::algorithm::{PackedParams, Step};
+use crate::algorithm::{Classed, PackedParams, Step};
 use crate::reservation::Origin;
 use crate::sync::{lock, AtomicU128, Ordering};
 use crate::Decision;
@@ -242,6 +242,32 @@ impl PackedTable {
     /// [`ConfigError::TooManyRates`](crate::ConfigError::TooManyRates) when every
     /// class is in use by a tier.
     pub(crate) fn classify(
+        &self,
+        tier: usize,
+        p: PackedParams,
+        now: u64,
+    ) -> Result<PackedParams, crate::ConfigError> {
+        let PackedParams::Gcra(g) = self.pick_class(tier, p, now)? else {
+            return Ok(p);
+        };
+        // From the first change of rate on, hits compare classes: every tier is
+        // republished as mixed before the new class is (see `Gcra::mixed`).
+        let old = self.params.get(tier).gcra();
+        if !old.is_some_and(|o| o.mixed() || o.class() != g.class()) {
+            return Ok(PackedParams::Gcra(g));
+        }
+        for (i, t) in self.params.all().enumerate().collect::<Vec<_>>() {
+            if let PackedParams::Gcra(t) = t {
+                if !t.mixed() {
+                    self.params.set(i, PackedParams::Gcra(t.with_mixed()));
+                }
+            }
+        }
+        Ok(PackedParams::Gcra(g.with_mixed()))
+    }
+
+    /// [`classify`](Self::classify)'s choice of class.
+    fn pick_class(
         &self,
         tier: usize,
         p: PackedParams,
@@ -530,6 +556,7 @@ impl PackedTable {
         // Each algorithm gets its own copy of the loop, so the loop holds only that
         // algorithm's values (a match inside it kept all three algorithms' live).
         let hit = match params {
+            PackedParams::Gcra(p) if p.mixed() => self.decide_found(h, &now, cost, Classed(p)),
             PackedParams::Gcra(p) => self.decide_found(h, &now, cost, p),
             PackedParams::Fixed(p) => self.decide_found(h, &now, cost, p),
             PackedParams::Sliding(p) => self.decide_found(h, &now, cost, p),
@@ -594,13 +621,16 @@ impl PackedTable {
             Scan::Absent { first_empty } => return Err(first_empty.unwrap_or(FULL)),
         };
         let slot = self.slot(i);
+        // A state another rate class wrote is converted on the slow path (checked
+        // again when a compare-and-swap fails).
+        let foreign = |word: u128| {
+            step.class()
+                .is_some_and(|class| generation::class_of(fp_of(word)) != class)
+        };
+        if foreign(word) {
+            return Err(MOVED);
+        }
         loop {
-            // A state another rate class wrote is converted on the slow path.
-            if let Some(class) = step.class() {
-                if generation::class_of(fp_of(word)) != class {
-                    return Err(MOVED);
-                }
-            }
             let state = state_of(word);
             let Some(next) = step.next_state(state, t, cost) else {
                 let d = step.decision(state, t, cost);
@@ -623,8 +653,11 @@ impl PackedTable {
                     self.counts.count(cost, &d);
                     return Ok(d);
                 }
-                Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
-                // The slot went to another key: the full protocol.
+                Err(actual) if generation::holds(fp_of(actual), fp) && !foreign(actual) => {
+                    word = actual
+                }
+                // The slot went to another key (or another rate class wrote it): the
+                // full protocol.
                 Err(_) => return Err(MOVED),
             }
         }
