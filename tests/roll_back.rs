@@ -49,18 +49,18 @@ fn quotas(a: Algorithm) -> Vec<Quota> {
 /// One limit kind: a `RateLimiter`, or key 1 of a keyed table.
 enum Subject {
     One(Box<RateLimiter<ManualClock>>),
-    Keyed(KeyedRateLimiter<u8, ManualClock>),
+    Keyed(Box<KeyedRateLimiter<u8, ManualClock>>),
 }
 
 impl Subject {
     fn new(keyed: bool, a: Algorithm, q: Quota, clock: &ManualClock) -> Self {
         if keyed {
-            Subject::Keyed(
+            Subject::Keyed(Box::new(
                 KeyedRateLimiter::builder(a, q)
                     .clock(clock.clone())
                     .build()
                     .unwrap(),
-            )
+            ))
         } else {
             Subject::One(Box::new(
                 RateLimiter::builder(a, q)

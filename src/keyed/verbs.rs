@@ -131,12 +131,14 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// # Example
     ///
     /// ```
-    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, Quota};
     ///
-    /// let l = KeyedRateLimiter::<str>::builder(Algorithm::TokenBucket, Quota::per_second(10)).build()?;
-    /// assert!(l.check_n("alice", 10)?.is_allowed()); // alice's bucket is full again in 1 s
+    /// let l = KeyedRateLimiter::<str, _>::builder(Algorithm::TokenBucket, Quota::per_second(10))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert!(l.check_n("alice", 10)?.is_allowed()); // 10 used of 10
     /// l.set_quota(Quota::per_second(100))?;
-    /// assert!(!l.check("alice").is_allowed()); // still full again only in 1 s
+    /// assert_eq!(l.check("alice").remaining(), 89); // 10 used of 100, and one more
     /// assert!(l.check_n("bob", 100)?.is_allowed()); // the new burst
     /// assert_eq!(l.quota(), Quota::per_second(100));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
