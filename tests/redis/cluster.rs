@@ -389,3 +389,59 @@ async fn check_all_on_a_cluster_needs_one_slot() {
     );
     assert_eq!(limiters[1].check_n("bob", 0).await.unwrap().remaining(), 5);
 }
+
+/// The buckets carry what a key used over `set_quota` in requests on the cluster too,
+/// for keys on every node, through the single-limit and the multi-limit scripts.
+#[tokio::test]
+async fn set_quota_carries_over_in_requests_on_a_cluster() {
+    use tollgate::redis::check_all;
+    let cluster = Cluster::start();
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(3_600));
+    let base = cluster.prefix("co");
+    for algorithm in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        let build = |prefix: String| {
+            let clock = clock.clone();
+            let cluster = &cluster;
+            async move {
+                RedisRateLimiter::builder(algorithm, Quota::per_minute(10))
+                    .connection(cluster.connection().await)
+                    .prefix(prefix)
+                    .clock(clock)
+                    .timeout(Duration::from_secs(2))
+                    .build()
+                    .await
+                    .expect("build on the cluster")
+            }
+        };
+        let single = build(format!("{base}-{algorithm:?}")).await;
+        let multi = build(format!("{base}-multi-{algorithm:?}")).await;
+        let keys: Vec<String> = (0..12).map(|k| format!("{{user-{k}}}")).collect();
+        for key in &keys {
+            assert!(single.check_n(key, 10).await.unwrap().is_allowed());
+            assert!(check_all(&[(&multi, key.as_str())], 10)
+                .await
+                .unwrap()
+                .is_allowed());
+        }
+        // 10 used of 10 per minute: 10 used of 1,000 per minute.
+        single.set_quota(Quota::per_minute(1_000)).unwrap();
+        multi.set_quota(Quota::per_minute(1_000)).unwrap();
+        for key in &keys {
+            let d = single.check(key).await.unwrap();
+            assert_eq!((d.is_allowed(), d.remaining()), (true, 1_000 - 11), "{key}");
+            let d = check_all(&[(&multi, key.as_str())], 1).await.unwrap();
+            assert!(d.is_allowed(), "{key}");
+            assert_eq!(d.decisions()[0].remaining(), 1_000 - 11, "{key}");
+        }
+        // 11 used of 1,000: nothing left on 10 per minute.
+        single.set_quota(Quota::per_minute(10)).unwrap();
+        multi.set_quota(Quota::per_minute(10)).unwrap();
+        for key in &keys {
+            assert!(!single.check(key).await.unwrap().is_allowed(), "{key}");
+            let d = check_all(&[(&multi, key.as_str())], 1).await.unwrap();
+            assert!(!d.is_allowed(), "{key}");
+        }
+    }
+    assert!(cluster.keys_per_node(&base).iter().all(|&n| n > 0));
+}

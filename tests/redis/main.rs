@@ -4,6 +4,7 @@
 //! `scripts/test redis` starts), else one the cluster tests start themselves.
 #![cfg(feature = "redis")]
 
+mod carry_over;
 mod cluster;
 mod differential;
 mod edges;

@@ -228,9 +228,9 @@ impl RedisRateLimiter {
     /// Changes the quota at run time, for every key, for this limiter and its clones.
     ///
     /// Each key's state in Redis is kept (same prefix, same keys) and read under the new
-    /// quota from the next decision on; decisions in flight finish under the quota they
-    /// started with, and none waits for this call (the quota is swapped in one atomic
-    /// copy, never held across I/O). Other processes sharing the prefix keep their own
+    /// quota from the next decision on (a bucket's converted in requests, below);
+    /// decisions in flight finish under the quota they started with, and none waits for
+    /// this call (the quota is swapped in one atomic copy, never held across I/O). Other processes sharing the prefix keep their own
     /// quota until they call `set_quota` too: during a rolling change, each decides by
     /// its own, and the bound below holds per quota. A [`Fallback::Local`] keeps its
     /// own quota.
@@ -249,12 +249,28 @@ impl RedisRateLimiter {
     ///   log). It never over-admits.
     /// * **Higher limit** of a window or the log: the difference is available at once
     ///   (a window holding `n` admits `L_new − n` more at once).
-    /// * **Buckets** (TokenBucket, LeakyBucket): the state is a time, when the bucket
-    ///   is full again, and it is kept as is: the key is whole again at the same
-    ///   instant under either quota. A lower rate or burst denies while that time is
-    ///   more than the new burst × interval ahead; a higher burst is available at once;
-    ///   a higher rate counts the kept debt in its shorter interval (more requests), so
-    ///   its extra capacity comes as the debt (at most the old burst × interval) drains.
+    /// * **Buckets** (TokenBucket, LeakyBucket): what a key has used carries over **in
+    ///   requests**, as in the in-process engine (Bucket4j's "additive" strategy). The
+    ///   state is a time, when the bucket is full again (TAT), stored with the emission
+    ///   interval that wrote it; a decision at `t` under another interval `T_b` converts
+    ///   a state written under `T_a` with `TAT > t` to
+    ///   `TAT' = t + ⌈(TAT − t)·T_b / T_a⌉` (rounded up: the limit is never exceeded).
+    ///   So raising a limit never lengthens a wait and lowering one never shortens it:
+    ///   a key that used 10 of 10 per minute has used 10 of 1,000 per minute (990
+    ///   remain), and one that used 10 of 1,000 per minute has nothing left on 10 per
+    ///   minute. A higher burst is available at once.
+    ///
+    ///   The conversion is **lazy**: the Redis state is shared by instances that switch
+    ///   quota each at its own moment, so there is no one instant to convert at. Each
+    ///   decision converts at its own time; the first admission under the new quota
+    ///   stores the converted state with its interval (one `SET`, with the key's TTL).
+    ///   Denials and peeks (cost 0) convert for their answer and write nothing, so until
+    ///   that admission the stored debt keeps being paid off at the rate that wrote it
+    ///   (after a lowered rate, faster in the new quota's requests than the in-process
+    ///   engine, which converts at the change). A debt past 2^50 µs beyond the new
+    ///   burst × interval (35 years) is capped there. State written by a version that
+    ///   did not store the interval (a bare time) is read as written under the current
+    ///   one, as that version read it.
     /// * **Period of a window** (FixedWindow, SlidingWindow): windows restart at the
     ///   change (a window index under the old period means nothing under the new): the
     ///   old window holding the change admitted at most `L_old`, the new one holding it

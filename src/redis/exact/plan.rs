@@ -13,8 +13,11 @@ pub(super) const SINGLE: &str = include_str!("../scripts/single.lua");
 pub(super) const MULTI: &str = include_str!("../scripts/multi.lua");
 
 /// The largest span (µs) a quota may need: with times up to [`MAX_TIME_US`], every sum
-/// the scripts form (at most a time plus two spans) stays below 2^53, where doubles stop
-/// being exact.
+/// the scripts form (at most a time plus three spans: a bucket's debt converted from
+/// another interval is capped at two) stays below 2^53, where doubles stop being
+/// exact. The conversion's product `(TAT − t)·T_b`, which may exceed 2^53, is never
+/// formed: `scripts/gcra.lua` computes `⌈(TAT − t)·T_b / T_a⌉` exactly by quotient
+/// and remainder modulo `T_a`.
 pub(super) const MAX_SPAN_US: u64 = 1 << 50;
 
 /// The latest time (µs since the clock's zero) the scripts decide at: 2^52 µs, about
