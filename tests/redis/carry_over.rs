@@ -185,10 +185,31 @@ async fn plan_upgrades_and_downgrades_carry_over_what_was_used() {
             assert_eq!(d.remaining(), 0);
             assert_eq!(down.check_n(0).await.remaining(), 0);
         }
-        // And back up: the state written under 1,000 per minute is still read in its
-        // requests (nothing was written by the denials).
+        // And back up: what was used is still 10 requests (the denials stored it in the
+        // free plan's interval, converted back now).
         down.set_quota(pro);
         assert_eq!(down.check_n(1).await.remaining(), 1_000 - 11, "{a:?}");
+    }
+}
+
+/// A key retrying after a lowered limit pays its debt off at the new rate: its first
+/// denial stores the conversion, so a retry 100 ms later is still denied (at the old
+/// rate it would have been admitted after about 60 ms), as in the engine.
+#[tokio::test]
+async fn a_denial_under_a_lowered_limit_stores_the_conversion() {
+    let server = RedisServer::start();
+    for a in BUCKETS {
+        let clock = ManualClock::new();
+        clock.set(Duration::from_secs(7_000));
+        let p = Pair::new(&server, a, Quota::per_minute(1_000), "retry", &clock).await;
+        assert!(p.check_n(10).await.is_allowed());
+        p.set_quota(Quota::per_minute(10));
+        assert!(!p.check_n(1).await.is_allowed(), "{a:?}");
+        assert!(p.raw(&server).await.unwrap().ends_with(" 6000000"), "{a:?}");
+        for _ in 0..5 {
+            clock.advance(100 * MS);
+            assert!(!p.check_n(1).await.is_allowed(), "{a:?}");
+        }
     }
 }
 

@@ -210,9 +210,10 @@ async fn a_lowered_limit_with_state_above_it_denies_cleanly() {
         }
         let s = l.stats();
         assert_eq!((s.errors, s.fallbacks), (0, 0), "{algorithm:?}");
-        // Two periods on (the sliding window's previous count then weighs nothing), the
-        // key is admitted again, under the new limit.
-        clock.advance(Duration::from_secs(120));
+        // Two periods on (the sliding window's previous count then weighs nothing), and
+        // for the buckets once the 10 requests used, carried over into the new quota's
+        // (20 s each), are paid off: the key is admitted again, under the new limit.
+        clock.advance(Duration::from_secs(240));
         let mut admitted = 0;
         for _ in 0..10 {
             admitted += u32::from(l.check("k").await.unwrap().is_allowed());

@@ -5,7 +5,8 @@
 -- Admitted iff max(TAT, t) + n*T - t <= burst*T; then TAT = max(TAT, t) + n*T.
 -- State written under another interval T_a (set_quota changed it) carries over in
 -- requests: TAT' = t + ceil((TAT - t) * T / T_a) when TAT > t, and is stored with T by
--- the next admission.
+-- the next request that asks for something (an admission, or a denial: from then on the
+-- debt is paid off at the new rate, as the in-process engine does).
 
 -- The largest span (us) the client accepts (MAX_SPAN_US): an emission interval read
 -- from Redis past it is not ours.
@@ -51,12 +52,12 @@ local function mul_div_ceil(a, b, c, cap)
 end
 
 -- The key's TAT as a state of interval t_us at `now`: converted in requests when it
--- was written under another interval. Raises an error (reported to the client as
--- foreign state) for a value this script did not write.
+-- was written under another interval (then also `true`). Raises an error (reported to
+-- the client as foreign state) for a value this script did not write.
 local function gcra_tat(key, now, t_us, tau)
   local v = redis.call('GET', key)
   if not v then
-    return 0
+    return 0, false
   end
   local tat, from = string.match(v, '^(%d+) (%d+)$')
   if tat then
@@ -69,11 +70,11 @@ local function gcra_tat(key, now, t_us, tau)
     error('tollgate: ' .. key .. ' holds ' .. v .. ', not a bucket state "<TAT> <T>"')
   end
   if tat <= now or from == t_us then
-    return tat
+    return tat, false
   end
   -- A debt past what any wait can be is capped (a time plus two spans at most, as
   -- the prelude requires): tau + 2^50 us of the new interval.
-  return now + mul_div_ceil(tat - now, t_us, from, tau + GCRA_MAX_SPAN)
+  return now + mul_div_ceil(tat - now, t_us, from, tau + GCRA_MAX_SPAN), true
 end
 
 local function gcra(key, now, cost, grace, a1, a2, a3)
@@ -81,7 +82,7 @@ local function gcra(key, now, cost, grace, a1, a2, a3)
   local burst = a2
   local shaper = a3 == 1
   local tau = burst * t_us
-  local tat = gcra_tat(key, now, t_us, tau)
+  local tat, converted = gcra_tat(key, now, t_us, tau)
   local base = math.max(tat, now)
   local new_tat = base + cost * t_us
   local horizon = now + tau
@@ -109,6 +110,12 @@ local function gcra(key, now, cost, grace, a1, a2, a3)
   local remaining = 0
   if horizon > base then
     remaining = idiv(horizon - base, t_us)
+  end
+  -- A denial under a new interval stores the conversion (it takes nothing: the same
+  -- debt, counted in the new quota's requests), so that a key retrying after a lowered
+  -- limit pays it off at the new rate.
+  if converted then
+    redis.call('SET', key, fmt(tat) .. ' ' .. fmt(t_us), 'PX', ttl_ms(tat - now, grace))
   end
   return {0, remaining, base - now, new_tat - horizon, 0}, nil
 end
