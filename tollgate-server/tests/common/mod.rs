@@ -212,6 +212,7 @@ impl Drop for Redis {
     fn drop(&mut self) {
         let _ = Command::new("kill")
             .args(["-CONT", &self.child.id().to_string()])
+            .stderr(Stdio::null())
             .status();
         self.kill();
     }
