@@ -67,7 +67,8 @@ impl Default for BackendConfig {
     }
 }
 
-/// One configured limit's counts.
+/// One configured limit's counts (always behind an `Arc`, so the variants' sizes do not matter).
+#[allow(clippy::large_enum_variant)]
 pub enum Limiter {
     /// In this process, one state per distinct descriptor value.
     Local(KeyedRateLimiter<str, SystemClock>),
@@ -108,7 +109,6 @@ pub struct Backend {
     config: BackendConfig,
     /// The limiter that owns the Redis connection every exact limiter shares.
     base: Option<RedisRateLimiter>,
-    next_prefix: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Backend {
@@ -146,7 +146,6 @@ impl Backend {
         Ok(Backend {
             config,
             base,
-            next_prefix: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -193,8 +192,6 @@ impl Backend {
         let Some(quota) = p.quota else {
             return Ok(Arc::new(Limiter::Zero));
         };
-        self.next_prefix
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let prefix = format!("{}:{}", self.config.prefix, stable_hash(id));
         let limiter = match self.config.mode {
             Mode::Local => Limiter::Local(
