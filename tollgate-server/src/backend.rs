@@ -143,10 +143,7 @@ impl Backend {
                 }
             }
         };
-        Ok(Backend {
-            config,
-            base,
-        })
+        Ok(Backend { config, base })
     }
 
     async fn connect(
