@@ -257,3 +257,104 @@ impl Ctx<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Backend, BackendConfig};
+    use crate::config::{parse_file, Config};
+    use std::path::Path;
+
+    const YAML: &str = "domain: d
+descriptors:
+  - key: k
+    value: exact
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: k
+    value: ex*
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: s
+    value: p*
+    share_threshold: true
+    rate_limit: {unit: second, requests_per_unit: 4}
+  - key: a
+    descriptors:
+      - key: b
+        value: c
+        rate_limit: {unit: second, requests_per_unit: 5}
+";
+
+    async fn compile(text: &str, previous: &HashMap<String, Arc<Rule>>) -> Rules {
+        let df = parse_file(Path::new("d.yaml"), text).unwrap();
+        let mut config = Config::default();
+        config
+            .domains
+            .insert(df.domain.clone(), ("d.yaml".into(), df));
+        let backend = Backend::new(BackendConfig::default()).await.unwrap();
+        Rules::compile(&config, &backend, previous).await.unwrap()
+    }
+
+    fn entries(pairs: &[(&str, &str)]) -> Vec<Entry> {
+        pairs
+            .iter()
+            .map(|(k, v)| Entry {
+                key: (*k).into(),
+                value: (*v).into(),
+            })
+            .collect()
+    }
+
+    fn rpu(rules: &Rules, pairs: &[(&str, &str)]) -> Option<u32> {
+        rules.domains["d"]
+            .find(&entries(pairs))
+            .map(|m| m.rule.spec.requests_per_unit)
+    }
+
+    #[tokio::test]
+    async fn exact_then_wildcard_then_any_value() {
+        let r = compile(YAML, &HashMap::new()).await;
+        assert_eq!(rpu(&r, &[("k", "exact")]), Some(1));
+        assert_eq!(rpu(&r, &[("k", "exactly")]), Some(2));
+        assert_eq!(rpu(&r, &[("k", "other")]), Some(3));
+        assert_eq!(rpu(&r, &[("a", "x"), ("b", "c")]), Some(5));
+        assert_eq!(rpu(&r, &[("a", "x")]), None);
+        assert_eq!(rpu(&r, &[("a", "x"), ("b", "d")]), None);
+        assert_eq!(rpu(&r, &[("a", "x"), ("b", "c"), ("e", "f")]), None);
+        assert_eq!(rpu(&r, &[("zz", "x")]), None);
+    }
+
+    #[tokio::test]
+    async fn keys_are_per_value_except_shared_wildcards() {
+        let r = compile(YAML, &HashMap::new()).await;
+        let key = |pairs: &[(&str, &str)]| r.domains["d"].find(&entries(pairs)).unwrap().key;
+        assert_ne!(key(&[("k", "x")]), key(&[("k", "y")]));
+        assert_ne!(key(&[("k", "exa")]), key(&[("k", "exb")]));
+        assert_eq!(key(&[("s", "p1")]), key(&[("s", "p2")]));
+        // Length-prefixed entries: ("a:b", "") and ("a", ":b") differ.
+        let mut x = String::new();
+        push_entry(&mut x, "a:b", "");
+        let mut y = String::new();
+        push_entry(&mut y, "a", ":b");
+        assert_ne!(x, y);
+    }
+
+    #[tokio::test]
+    async fn recompiling_keeps_unchanged_limiters_only() {
+        let first = compile(YAML, &HashMap::new()).await;
+        let changed = YAML.replace("requests_per_unit: 3", "requests_per_unit: 30");
+        let second = compile(&changed, &first.by_id()).await;
+        let limiter = |r: &Rules, pairs: &[(&str, &str)]| {
+            Arc::clone(&r.domains["d"].find(&entries(pairs)).unwrap().rule.limiter)
+        };
+        assert!(Arc::ptr_eq(
+            &limiter(&first, &[("k", "exact")]),
+            &limiter(&second, &[("k", "exact")])
+        ));
+        assert!(!Arc::ptr_eq(
+            &limiter(&first, &[("k", "zz")]),
+            &limiter(&second, &[("k", "zz")])
+        ));
+    }
+}

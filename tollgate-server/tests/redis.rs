@@ -166,13 +166,17 @@ async fn outage(policy: &str, expect: fn(Result<i32, tonic::Code>) -> bool) {
     assert_eq!(r, Ok(Code::Ok as i32), "Redis up");
     signal(redis.pid(), "STOP");
     for phase in ["paused", "killed"] {
-        for _ in 0..5 {
-            let (took, r) = one(c.clone()).await;
-            assert!(
-                took < Duration::from_millis(1000),
-                "{policy}/{phase}: took {took:?}"
-            );
-            assert!(expect(r), "{policy}/{phase}: {r:?}");
+        // Mid-load: 16 calls in flight at once, three times over.
+        for _ in 0..3 {
+            let calls: Vec<_> = (0..16).map(|_| tokio::spawn(one(c.clone()))).collect();
+            for call in calls {
+                let (took, r) = call.await.unwrap();
+                assert!(
+                    took < Duration::from_millis(1000),
+                    "{policy}/{phase}: took {took:?}"
+                );
+                assert!(expect(r), "{policy}/{phase}: {r:?}");
+            }
         }
         if phase == "paused" {
             signal(redis.pid(), "CONT");
