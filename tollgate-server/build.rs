@@ -1,6 +1,7 @@
 //! Generates the tonic server and client of `envoy.service.ratelimit.v3.RateLimitService`
 //! from a description written here (tonic-build's `manual` builder): pure Rust, no
-//! `protoc` needed. The messages are hand-written prost structs in `src/proto.rs`, with
+//! `protoc` needed. The codec is `src/codec.rs` (prost, malformed requests answered
+//! INVALID_ARGUMENT). The messages are hand-written prost structs in `src/proto.rs`, with
 //! the field numbers of `proto/` (which the Python protocol tests compile).
 
 fn main() {
@@ -9,7 +10,7 @@ fn main() {
         .route_name("ShouldRateLimit")
         .input_type("crate::proto::RateLimitRequest")
         .output_type("crate::proto::RateLimitResponse")
-        .codec_path("tonic_prost::ProstCodec")
+        .codec_path("crate::codec::RlsCodec")
         .build();
     let service = tonic_build::manual::Service::builder()
         .name("RateLimitService")

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod codec;
 pub mod config;
 pub mod decide;
 pub mod engine;

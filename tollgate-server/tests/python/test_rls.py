@@ -245,6 +245,21 @@ class BadInput(unittest.TestCase):
     def test_many_entries(self):
         self.assertInvalid(lambda: call(desc(*[("org", "x")] * 1000)))
 
+    def test_invalid_utf8_in_a_string_field(self):
+        # Hand-encoded RateLimitRequest: domain (field 1) = b"\xff\xfe", not UTF-8.
+        raw = CHANNEL.unary_unary(
+            "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        with self.assertRaises(grpc.RpcError) as e:
+            raw(b"\x0a\x02\xff\xfe", timeout=5)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, e.exception.details())
+        with self.assertRaises(grpc.RpcError) as e:
+            raw(b"\x0a\xff\xff\xff\xff\x0f", timeout=5)  # a length past the message's end
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, e.exception.details())
+        self.assertEqual(call(desc(("client", fresh("c")))).overall_code, OK)
+
 
 if __name__ == "__main__":
     unittest.main()
