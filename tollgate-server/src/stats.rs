@@ -61,9 +61,26 @@ impl Counters {
     }
 }
 
-/// Counts one gRPC or JSON call by its outcome (`ok`, `over_limit`, `error`).
+/// Counts one call by its outcome: `decide` (`ok`, `over_limit`), `grpc` and `json`
+/// (`error`: refused before deciding), `reload` (`ok`, `error`). The handles are registered
+/// once, so the hot path only increments an atomic.
 pub fn call(api: &'static str, outcome: &'static str) {
-    counter!("tollgate_server_calls_total", "api" => api, "outcome" => outcome).increment(1);
+    use std::sync::OnceLock;
+    static DECIDE_OK: OnceLock<Counter> = OnceLock::new();
+    static DECIDE_OVER: OnceLock<Counter> = OnceLock::new();
+    let handle = |cell: &'static OnceLock<Counter>| {
+        cell.get_or_init(
+            || counter!("tollgate_server_calls_total", "api" => api, "outcome" => outcome),
+        )
+        .increment(1);
+    };
+    match (api, outcome) {
+        ("decide", "ok") => handle(&DECIDE_OK),
+        ("decide", "over_limit") => handle(&DECIDE_OVER),
+        _ => {
+            counter!("tollgate_server_calls_total", "api" => api, "outcome" => outcome).increment(1)
+        }
+    }
 }
 
 #[cfg(test)]
