@@ -7,6 +7,10 @@
 //!     --target 127.0.0.1:8081 --api grpc --concurrency 64 --connections 4 --seconds 10
 //! ```
 //!
+//! `--api inproc --config DIR` calls the server's decision path (`Engine::decide`: matching,
+//! the engine, the response and its headers, the metrics) in this process on one thread,
+//! with no network: what the server's own work costs per decision.
+//!
 //! Every call asks one descriptor `(key, value)` of domain `--domain`, the value drawn
 //! round-robin from `--keys` distinct values (the default config: testdata/bench).
 
@@ -25,9 +29,13 @@ struct Args {
     /// host:port of the gRPC listener (`--api grpc`) or the HTTP listener (`--api json`).
     #[arg(long, default_value = "127.0.0.1:8081")]
     target: String,
-    /// `grpc` (ShouldRateLimit) or `json` (POST /json).
-    #[arg(long, default_value = "grpc", value_parser = ["grpc", "json"])]
+    /// `grpc` (ShouldRateLimit), `json` (POST /json), or `inproc` (the decision path in
+    /// this process, no network; needs --config).
+    #[arg(long, default_value = "grpc", value_parser = ["grpc", "json", "inproc"])]
     api: String,
+    /// With `--api inproc`: the configuration directory.
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
     /// Calls in flight at once.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
@@ -71,9 +79,47 @@ struct Tally {
     errors: u64,
 }
 
+/// `--api inproc`: decisions on this thread for `--seconds`.
+async fn inproc(a: &Args) {
+    use tollgate_server::backend::{Backend, BackendConfig};
+    use tollgate_server::engine::{Engine, InputLimits};
+    use tollgate_server::rules::Rules;
+    let dir = a.config.as_ref().expect("--api inproc needs --config DIR");
+    let config = tollgate_server::config::load_dir(dir).expect("config");
+    let backend = Backend::new(BackendConfig::default())
+        .await
+        .expect("backend");
+    let rules = Rules::compile(&config, &backend, &Default::default())
+        .await
+        .expect("rules");
+    let engine = Engine::new(rules, backend, Default::default(), InputLimits::default());
+    let reqs: Vec<RateLimitRequest> = (0..a.keys.min(100_000)).map(|i| request(a, i)).collect();
+    let start = Instant::now();
+    let end = start + Duration::from_secs(a.seconds);
+    let mut n = 0u64;
+    while Instant::now() < end {
+        for i in 0..1024 {
+            let r = &reqs[(n as usize + i) % reqs.len()];
+            let _ = std::hint::black_box(engine.decide(std::hint::black_box(r)).await);
+        }
+        n += 1024;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "api=inproc seconds={} decisions={n} rate={:.0}/s per_decision={:.0}ns",
+        a.seconds,
+        n as f64 / secs,
+        secs * 1e9 / n as f64
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let a = std::sync::Arc::new(Args::parse());
+    if a.api == "inproc" {
+        inproc(&a).await;
+        return;
+    }
     let warm = Instant::now() + Duration::from_secs(1);
     let end = warm + Duration::from_secs(a.seconds);
     let mut channels = Vec::new();
