@@ -158,27 +158,59 @@ pub async fn decide_enforced(
             Ok(allowed)
         }
         Limiter::Exact(_) => {
-            let mut costs: Vec<u64> = booked.iter().map(|&i| items[i].hits).collect();
+            // One Redis key may appear only once per script: descriptors that resolve to
+            // the same limit and key (Envoy can send a descriptor twice) are one booking
+            // of their summed hits, and share its decision.
+            let mut merged: Vec<(usize, Vec<usize>, u64)> = Vec::new();
+            for &i in &booked {
+                let same = |&(rep, _, _): &(usize, Vec<usize>, u64)| {
+                    std::ptr::eq(lim(rep), lim(i)) && items[rep].key == items[i].key
+                };
+                match merged.iter_mut().find(|m| same(m)) {
+                    Some(m) => {
+                        m.1.push(i);
+                        m.2 = m.2.saturating_add(items[i].hits);
+                    }
+                    None => merged.push((i, vec![i], items[i].hits)),
+                }
+            }
+            if merged
+                .iter()
+                .any(|(rep, _, hits)| *hits > capacity(lim(*rep)))
+            {
+                for (_, members, hits) in &merged {
+                    for &i in members {
+                        let over = *hits > capacity(lim(i));
+                        out[i] = if over {
+                            Outcome::Over
+                        } else {
+                            Outcome::Unknown
+                        };
+                    }
+                }
+                return Ok(false);
+            }
+            let mut costs: Vec<u64> = merged.iter().map(|m| m.2).collect();
             costs.sort_unstable();
             costs.dedup();
             for cost in costs {
-                let group: Vec<usize> = booked
-                    .iter()
-                    .copied()
-                    .filter(|&i| items[i].hits == cost)
-                    .collect();
+                let group: Vec<&(usize, Vec<usize>, u64)> =
+                    merged.iter().filter(|m| m.2 == cost).collect();
                 let pairs: Vec<(&tollgate::redis::RedisRateLimiter, &str)> = group
                     .iter()
-                    .map(|&i| match lim(i) {
-                        Limiter::Exact(r) => (r, items[i].key.as_str()),
+                    .map(|&&(rep, _, _)| match lim(rep) {
+                        Limiter::Exact(r) => (r, items[rep].key.as_str()),
                         _ => unreachable!("one backend per server"),
                     })
                     .collect();
-                let md = tollgate::redis::check_all(&pairs, n(group[0]))
+                let n = u32::try_from(cost).unwrap_or(u32::MAX);
+                let md = tollgate::redis::check_all(&pairs, n)
                     .await
                     .map_err(|e| redis_error(&e))?;
-                for (&i, d) in group.iter().zip(md.decisions()) {
-                    out[i] = Outcome::Decided(*d);
+                for (m, d) in group.iter().zip(md.decisions()) {
+                    for &i in &m.1 {
+                        out[i] = Outcome::Decided(*d);
+                    }
                 }
                 if !md.is_allowed() {
                     return Ok(false);

@@ -134,3 +134,33 @@ async fn bad_input_is_refused_with_400_and_the_server_keeps_serving() {
     assert_eq!(s.http("/json", Some(body("erin"))).await.0, 200);
     assert_eq!(s.http("/healthcheck", None).await.0, 200);
 }
+
+#[tokio::test]
+async fn x_ratelimit_headers_when_configured() {
+    let dir = TempDir::new("xrl");
+    dir.write("web.yaml", CONFIG);
+    let s = Server::start(&dir.0, &["--response-headers", "x-ratelimit"]);
+    let (status, text) = s.http("/json", Some(body("frank"))).await;
+    assert_eq!(status, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let headers: Vec<(String, String)> = v["responseHeadersToAdd"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["key"].as_str().unwrap().into(),
+                h["value"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        headers[0],
+        ("x-ratelimit-limit".into(), "2, 2;w=3600".into())
+    );
+    assert_eq!(headers[1], ("x-ratelimit-remaining".into(), "1".into()));
+    assert_eq!(headers[2].0, "x-ratelimit-reset");
+    let off = Server::start(&dir.0, &["--response-headers", "off"]);
+    let (_, text) = off.http("/json", Some(body("frank"))).await;
+    assert!(!text.contains("responseHeadersToAdd"), "{text}");
+}

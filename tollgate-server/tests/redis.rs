@@ -204,3 +204,33 @@ async fn redis_down_local_fallback() {
 async fn redis_down_error_is_unavailable() {
     outage("error", |r| r == Err(tonic::Code::Unavailable)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_mode_one_descriptor_twice_counts_twice() {
+    let redis = Redis::start();
+    let url = redis.url();
+    let dir = TempDir::new("dup");
+    dir.write("shared.yaml", &config("token_bucket", "year", 5));
+    let s = Server::start(&dir.0, &["--redis", &url]);
+    let mut c = s.grpc_client().await;
+    let twice = || request("shared", vec![desc(&[("api", "d")]), desc(&[("api", "d")])]);
+    let r = call(&mut c, twice()).await.expect("call");
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    assert_eq!(r.statuses[0].limit_remaining, 3);
+    assert_eq!(r.statuses[1].limit_remaining, 3);
+    assert_eq!(
+        call(&mut c, twice()).await.unwrap().overall_code,
+        Code::Ok as i32
+    );
+    // One left: two more hits do not fit, and the denial takes nothing.
+    assert_eq!(
+        call(&mut c, twice()).await.unwrap().overall_code,
+        Code::OverLimit as i32
+    );
+    let one = request("shared", vec![desc(&[("api", "d")])]);
+    let r = call(&mut c, one).await.unwrap();
+    assert_eq!(
+        (r.overall_code, r.statuses[0].limit_remaining),
+        (Code::Ok as i32, 0)
+    );
+}
