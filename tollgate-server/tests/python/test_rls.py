@@ -8,6 +8,7 @@ tollgate-server/testdata/config and sets:
 """
 import os
 import sys
+import time
 import unittest
 import uuid
 
@@ -219,6 +220,51 @@ class AllOrNothing(unittest.TestCase):
         r = call(desc(("nothing", "here")), desc(("client", fresh("c"))))
         self.assertEqual(r.overall_code, OK)
         self.assertEqual(len(r.statuses), 2)
+
+
+class EnvoyStyleConfig(unittest.TestCase):
+    """testdata/config/envoy-style.yaml: envoyproxy/ratelimit's format, no tollgate field."""
+
+    def within_one_second(self, check):
+        # Its limits are fixed windows of one second (envoyproxy/ratelimit's behaviour):
+        # a check that straddles a window boundary is tried again.
+        for _ in range(5):
+            t0 = int(time.time())
+            result = check()
+            if int(time.time()) == t0:
+                return result
+        self.fail("five attempts straddled a second boundary")
+
+    def test_exact_value_beats_the_key_alone(self):
+        def check():
+            d = desc(("remote_address", "50.0.0.5"))
+            return [call(d, domain="edge_proxy_per_ip") for _ in range(2)]
+
+        first, second = self.within_one_second(check)
+        self.assertEqual(first.statuses[0].current_limit.requests_per_unit, 1)
+        self.assertEqual(first.statuses[0].current_limit.unit, rls_pb2.RateLimitResponse.RateLimit.SECOND)
+        self.assertEqual(first.overall_code, OK)
+        self.assertEqual(second.overall_code, OVER)
+        self.assertLessEqual(second.statuses[0].duration_until_reset.ToNanoseconds(), 1_000_000_000)
+
+    def test_key_alone_is_one_limit_per_address(self):
+        def check():
+            a = [call(desc(("remote_address", "10.1.1.1")), domain="edge_proxy_per_ip") for _ in range(11)]
+            b = call(desc(("remote_address", "10.1.1.2")), domain="edge_proxy_per_ip")
+            return a, b
+
+        a, b = self.within_one_second(check)
+        self.assertEqual([r.overall_code for r in a], [OK] * 10 + [OVER])
+        self.assertEqual(a[0].statuses[0].current_limit.requests_per_unit, 10)
+        self.assertEqual(b.overall_code, OK)
+
+    def test_nested_exact_values(self):
+        d = desc(("destination_cluster", "mongo"), ("source_cluster", "backend"))
+        s = call(d, domain="edge_proxy_per_ip").statuses[0]
+        self.assertEqual(s.current_limit.requests_per_unit, 60)
+        self.assertEqual(s.current_limit.unit, MINUTE)
+        r = call(desc(("destination_cluster", "mongo")), domain="edge_proxy_per_ip")
+        self.assertFalse(r.statuses[0].HasField("current_limit"))
 
 
 class BadInput(unittest.TestCase):
