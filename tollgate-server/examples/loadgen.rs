@@ -66,7 +66,7 @@ fn request(a: &Args, i: u64) -> RateLimitRequest {
             }],
             limit: None,
             hits_addend: None,
-            apply_on_stream_done: false,
+            is_negative_hits: false,
         }],
         hits_addend: 1,
     }

@@ -137,6 +137,11 @@ impl Engine {
                     self.input.max_entries
                 ));
             }
+            if d.is_negative_hits {
+                return bad(format!(
+                    "descriptor {i}: is_negative_hits (giving hits back) is not supported"
+                ));
+            }
             if d.entries
                 .iter()
                 .any(|e| e.key.len() > max || e.value.len() > max)

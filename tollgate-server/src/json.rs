@@ -52,8 +52,8 @@ struct JsonDescriptor {
     limit: Option<JsonOverride>,
     #[serde(default, alias = "hitsAddend")]
     hits_addend: Option<Num>,
-    #[serde(default, alias = "applyOnStreamDone")]
-    apply_on_stream_done: bool,
+    #[serde(default, alias = "isNegativeHits")]
+    is_negative_hits: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,7 +115,7 @@ pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
                 .collect(),
             limit,
             hits_addend: d.hits_addend.map(|n| n.get()).transpose()?,
-            apply_on_stream_done: d.apply_on_stream_done,
+            is_negative_hits: d.is_negative_hits,
         });
     }
     Ok(RateLimitRequest {

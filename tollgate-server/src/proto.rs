@@ -54,9 +54,9 @@ pub struct RateLimitDescriptor {
     /// Hits this descriptor adds (`google.protobuf.UInt64Value`), instead of the request's.
     #[prost(message, optional, tag = "3")]
     pub hits_addend: Option<u64>,
-    /// Envoy's flag to apply the descriptor when the stream is done (not used here).
+    /// Give the hits back instead of taking them (refused by this server: INVALID_ARGUMENT).
     #[prost(bool, tag = "4")]
-    pub apply_on_stream_done: bool,
+    pub is_negative_hits: bool,
 }
 
 /// `envoy.service.ratelimit.v3.RateLimitRequest`.

@@ -152,7 +152,7 @@ pub fn desc(pairs: &[(&str, &str)]) -> RateLimitDescriptor {
             .collect(),
         limit: None,
         hits_addend: None,
-        apply_on_stream_done: false,
+        is_negative_hits: false,
     }
 }
 

@@ -288,6 +288,11 @@ class BadInput(unittest.TestCase):
         self.assertInvalid(lambda: call(desc(("k" * 100_000, "v"))))
         self.assertEqual(call(desc(("client", fresh("c")))).overall_code, OK)
 
+    def test_negative_hits_are_refused(self):
+        d = desc(("client", fresh("c")))
+        d.is_negative_hits = True
+        self.assertInvalid(lambda: call(d))
+
     def test_many_entries(self):
         self.assertInvalid(lambda: call(desc(*[("org", "x")] * 1000)))
 
