@@ -1,0 +1,267 @@
+//! Deciding the matched limits of one request on the backend: the enforced ones all or
+//! nothing, then the shadow-mode ones (which never deny).
+
+use crate::backend::Limiter;
+use crate::engine::{limiter, DecideError, Item};
+use std::time::Duration;
+use tollgate::{check_all, Decision, Limit};
+
+/// What one descriptor's limit said.
+#[derive(Debug, Clone, Copy)]
+pub enum Outcome {
+    /// No limit applies.
+    None,
+    /// The engine's decision.
+    Decided(Decision),
+    /// Denied; the decision is what a request would see now (a peek).
+    Refused(Decision),
+    /// Denied without asking the engine: a limit of 0, or more hits than it ever holds.
+    Over,
+    /// Not asked, because another limit of the request denied first (Redis modes).
+    Unknown,
+}
+
+impl Outcome {
+    /// (denied, remaining, duration until reset) for a limit of `period` seconds.
+    pub fn parts(&self, period: u64) -> (bool, u32, prost_types::Duration) {
+        let dur = |d: Duration| prost_types::Duration {
+            seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+        };
+        let whole = dur(Duration::from_secs(period));
+        match self {
+            Outcome::None => (false, 0, dur(Duration::ZERO)),
+            Outcome::Decided(d) => (!d.is_allowed(), d.remaining(), dur(d.reset_after())),
+            Outcome::Refused(d) => (true, 0, dur(d.reset_after())),
+            Outcome::Over => (true, 0, whole),
+            Outcome::Unknown => (false, 0, whole),
+        }
+    }
+}
+
+/// The most hits one call of `l` can ever admit.
+fn capacity(l: &Limiter) -> u64 {
+    u64::from(match l {
+        Limiter::Local(k) => k.burst(),
+        Limiter::Exact(r) => r.burst(),
+        Limiter::Hybrid(h) => h.quota().burst(),
+        Limiter::Zero => 0,
+    })
+}
+
+/// A peek where the backend has one (in-process), else not asked.
+fn look(l: &Limiter, key: &str) -> Outcome {
+    match l {
+        Limiter::Local(k) => Outcome::Decided(k.peek(key)),
+        Limiter::Zero => Outcome::Over,
+        _ => Outcome::Unknown,
+    }
+}
+
+fn redis_error(e: &tollgate::redis::Error) -> DecideError {
+    use tollgate::redis::Error as E;
+    match e {
+        E::DuplicateKey { .. } | E::CrossSlot { .. } => {
+            DecideError::InvalidArgument(format!("descriptors cannot be decided together: {e}"))
+        }
+        _ => DecideError::Unavailable(e.to_string()),
+    }
+}
+
+/// Decides the enforced limits `idx` of `items` all or nothing; fills `out` and says
+/// whether the request is admitted.
+///
+/// The library's `check_all` takes one cost for every limit: when the descriptors' hits
+/// differ, the in-process limits are booked one by one with `reserve(n, 0)` and every
+/// booking is cancelled on a denial (the same roll-back `check_all` makes); on Redis they
+/// are decided in groups of equal cost, each group all or nothing.
+///
+/// # Errors
+///
+/// [`DecideError`] when Redis cannot decide under the `error` failure policy.
+pub async fn decide_enforced(
+    items: &[Item],
+    idx: &[usize],
+    out: &mut [Outcome],
+) -> Result<bool, DecideError> {
+    let lim = |i: usize| limiter(&items[i]).expect("enforced items have a limit");
+    // A request no limit could ever admit is denied before anything is booked.
+    let impossible = |i: usize| items[i].hits > capacity(lim(i));
+    if idx.iter().any(|&i| impossible(i)) {
+        for &i in idx {
+            out[i] = if impossible(i) {
+                Outcome::Over
+            } else {
+                look(lim(i), &items[i].key)
+            };
+        }
+        return Ok(false);
+    }
+    let mut booked = Vec::with_capacity(idx.len());
+    for &i in idx {
+        if items[i].hits == 0 {
+            out[i] = look(lim(i), &items[i].key);
+        } else {
+            booked.push(i);
+        }
+    }
+    let Some(&first) = booked.first() else {
+        return Ok(true);
+    };
+    // Every hit count fits in u32 here: it is at most a u32 capacity.
+    let n = |i: usize| u32::try_from(items[i].hits).unwrap_or(u32::MAX);
+    let same = booked.iter().all(|&i| items[i].hits == items[first].hits);
+    match lim(first) {
+        Limiter::Local(_) | Limiter::Zero => {
+            let locals: Vec<_> = booked
+                .iter()
+                .map(|&i| match lim(i) {
+                    Limiter::Local(k) => k,
+                    _ => unreachable!("one backend per server; zero limits are impossible above"),
+                })
+                .collect();
+            if same {
+                let keyed: Vec<_> = booked
+                    .iter()
+                    .zip(&locals)
+                    .map(|(&i, k)| k.limit(items[i].key.as_str()))
+                    .collect();
+                let refs: Vec<&dyn Limit> = keyed.iter().map(|k| k as &dyn Limit).collect();
+                let md = check_all(&refs, n(first))
+                    .map_err(|e| DecideError::InvalidArgument(e.to_string()))?;
+                for (&i, d) in booked.iter().zip(md.decisions()) {
+                    out[i] = Outcome::Decided(*d);
+                }
+                return Ok(md.is_allowed());
+            }
+            let mut held = Vec::with_capacity(booked.len());
+            let mut allowed = true;
+            for (&i, k) in booked.iter().zip(&locals) {
+                let key = items[i].key.as_str();
+                match k.reserve(key, n(i), Duration::ZERO) {
+                    Ok(r) => {
+                        out[i] = Outcome::Decided(r.decision());
+                        held.push(r);
+                    }
+                    Err(_) => {
+                        out[i] = Outcome::Refused(k.peek(key));
+                        allowed = false;
+                        break;
+                    }
+                }
+            }
+            if !allowed {
+                for r in held.into_iter().rev() {
+                    r.cancel();
+                }
+            }
+            Ok(allowed)
+        }
+        Limiter::Exact(_) => {
+            // One Redis key may appear only once per script: descriptors that resolve to
+            // the same limit and key (Envoy can send a descriptor twice) are one booking
+            // of their summed hits, and share its decision.
+            let mut merged: Vec<(usize, Vec<usize>, u64)> = Vec::new();
+            for &i in &booked {
+                let same = |&(rep, _, _): &(usize, Vec<usize>, u64)| {
+                    std::ptr::eq(lim(rep), lim(i)) && items[rep].key == items[i].key
+                };
+                match merged.iter_mut().find(|m| same(m)) {
+                    Some(m) => {
+                        m.1.push(i);
+                        m.2 = m.2.saturating_add(items[i].hits);
+                    }
+                    None => merged.push((i, vec![i], items[i].hits)),
+                }
+            }
+            if merged
+                .iter()
+                .any(|(rep, _, hits)| *hits > capacity(lim(*rep)))
+            {
+                for (_, members, hits) in &merged {
+                    for &i in members {
+                        let over = *hits > capacity(lim(i));
+                        out[i] = if over {
+                            Outcome::Over
+                        } else {
+                            Outcome::Unknown
+                        };
+                    }
+                }
+                return Ok(false);
+            }
+            let mut costs: Vec<u64> = merged.iter().map(|m| m.2).collect();
+            costs.sort_unstable();
+            costs.dedup();
+            for cost in costs {
+                let group: Vec<&(usize, Vec<usize>, u64)> =
+                    merged.iter().filter(|m| m.2 == cost).collect();
+                let pairs: Vec<(&tollgate::redis::RedisRateLimiter, &str)> = group
+                    .iter()
+                    .map(|&&(rep, _, _)| match lim(rep) {
+                        Limiter::Exact(r) => (r, items[rep].key.as_str()),
+                        _ => unreachable!("one backend per server"),
+                    })
+                    .collect();
+                let n = u32::try_from(cost).unwrap_or(u32::MAX);
+                let md = tollgate::redis::check_all(&pairs, n)
+                    .await
+                    .map_err(|e| redis_error(&e))?;
+                for (m, d) in group.iter().zip(md.decisions()) {
+                    for &i in &m.1 {
+                        out[i] = Outcome::Decided(*d);
+                    }
+                }
+                if !md.is_allowed() {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        Limiter::Hybrid(_) => {
+            for &i in &booked {
+                let Limiter::Hybrid(h) = lim(i) else {
+                    unreachable!("one backend per server")
+                };
+                let d = h
+                    .check_n(items[i].key.as_str(), n(i))
+                    .map_err(|e| DecideError::InvalidArgument(e.to_string()))?;
+                out[i] = Outcome::Decided(d);
+                if !d.is_allowed() {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+    }
+}
+
+/// Decides the shadow-mode limits `idx`: each on its own, consuming only when the request
+/// was admitted (it goes through), else a peek.
+pub async fn decide_shadow(items: &[Item], idx: &[usize], admitted: bool, out: &mut [Outcome]) {
+    for &i in idx {
+        let Some(l) = limiter(&items[i]) else {
+            continue;
+        };
+        let key = items[i].key.as_str();
+        let hits = items[i].hits;
+        if hits > capacity(l) {
+            out[i] = Outcome::Over;
+            continue;
+        }
+        let n = u32::try_from(hits).unwrap_or(u32::MAX);
+        if !admitted || n == 0 {
+            out[i] = look(l, key);
+            continue;
+        }
+        out[i] = match l {
+            Limiter::Local(k) => k.check_n(key, n).map_or(Outcome::Over, Outcome::Decided),
+            Limiter::Exact(r) => r
+                .check_n(key, n)
+                .await
+                .map_or(Outcome::Unknown, Outcome::Decided),
+            Limiter::Hybrid(h) => h.check_n(key, n).map_or(Outcome::Over, Outcome::Decided),
+            Limiter::Zero => Outcome::Over,
+        };
+    }
+}

@@ -1,0 +1,123 @@
+//! The response headers Envoy forwards downstream (`response_headers_to_add`), describing
+//! the descriptor with the fewest requests left.
+
+use crate::proto::{DescriptorStatus, HeaderValue};
+
+/// Which header set to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum HeaderMode {
+    /// None.
+    Off,
+    /// draft-ietf-httpapi-ratelimit-headers: `RateLimit-Policy: "name";q=10;w=60` and
+    /// `RateLimit: "name";r=3;t=42` (as the library's middleware writes them).
+    #[default]
+    Ietf,
+    /// `x-ratelimit-limit: 10, 10;w=60`, `x-ratelimit-remaining: 3`,
+    /// `x-ratelimit-reset: 42` (the set Envoy's local rate limit filter writes).
+    XRatelimit,
+}
+
+/// The seconds of a protobuf duration, rounded up.
+fn ceil_secs(d: Option<&prost_types::Duration>) -> i64 {
+    d.map_or(0, |d| d.seconds + i64::from(d.nanos > 0))
+}
+
+/// A structured-field String: quotes and backslashes escaped, other bytes outside
+/// printable ASCII dropped.
+fn sf_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => {}
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The headers for `statuses` (names: the limit names, or `policy` when a limit has none).
+pub fn headers(
+    mode: HeaderMode,
+    statuses: &[DescriptorStatus],
+    names: &[String],
+) -> Vec<HeaderValue> {
+    if mode == HeaderMode::Off {
+        return Vec::new();
+    }
+    let Some((i, s, limit)) = statuses
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.current_limit.as_ref().map(|l| (i, s, l)))
+        .min_by_key(|(_, s, _)| s.limit_remaining)
+    else {
+        return Vec::new();
+    };
+    let window = crate::config::Unit::from_proto(limit.unit).map_or(0, |u| u.period().as_secs());
+    let reset = ceil_secs(s.duration_until_reset.as_ref());
+    let h = |k: &str, v: String| HeaderValue {
+        key: k.to_string(),
+        value: v,
+        raw_value: Vec::new(),
+    };
+    match mode {
+        HeaderMode::Off => Vec::new(),
+        HeaderMode::Ietf => {
+            let name = sf_string(names.get(i).map_or("policy", String::as_str));
+            vec![
+                h(
+                    "RateLimit-Policy",
+                    format!("{name};q={};w={window}", limit.requests_per_unit),
+                ),
+                h(
+                    "RateLimit",
+                    format!("{name};r={};t={reset}", s.limit_remaining),
+                ),
+            ]
+        }
+        HeaderMode::XRatelimit => vec![
+            h(
+                "x-ratelimit-limit",
+                format!("{0}, {0};w={window}", limit.requests_per_unit),
+            ),
+            h("x-ratelimit-remaining", s.limit_remaining.to_string()),
+            h("x-ratelimit-reset", reset.to_string()),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::RateLimit;
+
+    #[test]
+    fn fewest_remaining_wins() {
+        let st = |rem, rpu| DescriptorStatus {
+            code: 1,
+            current_limit: Some(RateLimit {
+                name: String::new(),
+                requests_per_unit: rpu,
+                unit: 2,
+            }),
+            limit_remaining: rem,
+            duration_until_reset: Some(prost_types::Duration {
+                seconds: 41,
+                nanos: 5,
+            }),
+        };
+        let names = vec!["a".to_string(), "b\"".to_string()];
+        let hs = headers(HeaderMode::Ietf, &[st(5, 10), st(2, 3)], &names);
+        assert_eq!(hs[0].value, "\"b\\\"\";q=3;w=60");
+        assert_eq!(hs[1].value, "\"b\\\"\";r=2;t=42");
+        let hs = headers(HeaderMode::XRatelimit, &[st(5, 10)], &names);
+        assert_eq!(hs[0].value, "10, 10;w=60");
+        assert_eq!(hs[2].value, "42");
+        assert!(headers(HeaderMode::Off, &[st(5, 10)], &names).is_empty());
+    }
+}

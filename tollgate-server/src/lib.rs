@@ -1,0 +1,21 @@
+//! tollgate-server: an Envoy rate limit service (RLS v3 over gRPC, `POST /json`,
+//! `GET /metrics`) on the tollgate engine, reading envoyproxy/ratelimit's configuration
+//! directory as it is.
+//!
+//! The binary (`src/main.rs`) wires these modules together; they are a library so that the
+//! integration tests and the load generator can use the protocol types.
+
+#![forbid(unsafe_code)]
+
+pub mod backend;
+pub mod codec;
+pub mod config;
+pub mod decide;
+pub mod engine;
+pub mod headers;
+pub mod json;
+pub mod proto;
+pub mod reload;
+pub mod rules;
+pub mod serve;
+pub mod stats;

@@ -1,0 +1,85 @@
+//! Loading the configuration directory, and reloading it when a file changes (polled) or
+//! on SIGHUP. A limit whose identity is unchanged keeps its limiter, and so its counts; a
+//! directory that cannot be used is refused, logged with its file, line and field, and the
+//! previous configuration keeps serving.
+
+use crate::config::load_dir;
+use crate::engine::Engine;
+use crate::rules::Rules;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// What identifies the directory's content without reading it: each YAML file's name,
+/// modification time and length.
+pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
+    crate::config::config_files(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| {
+            let m = std::fs::metadata(&p).ok();
+            let modified = m.as_ref().and_then(|m| m.modified().ok());
+            let len = m.map_or(0, |m| m.len());
+            (p, modified, len)
+        })
+        .collect()
+}
+
+/// Loads `dir` and serves it, keeping the limiters of unchanged limits. Returns the
+/// number of limits served.
+///
+/// # Errors
+///
+/// The refusal (file, line, field, message); the engine is left as it was.
+pub async fn reload(engine: &Engine, dir: &Path) -> Result<usize, String> {
+    let config = load_dir(dir).map_err(|e| e.to_string())?;
+    let previous = engine.rules().by_id();
+    let rules = Rules::compile(&config, engine.backend(), &previous).await?;
+    let limits = rules.by_id();
+    let kept = limits.keys().filter(|k| previous.contains_key(*k)).count();
+    let n = limits.len();
+    engine.swap(rules);
+    tracing::info!(
+        dir = %dir.display(),
+        domains = config.domains.len(),
+        limits = n,
+        kept,
+        "configuration loaded"
+    );
+    Ok(n)
+}
+
+/// Reloads `dir` whenever its files change (checked every `interval`) or the process
+/// gets SIGHUP; runs until the task is dropped.
+pub async fn watch(engine: Arc<Engine>, dir: PathBuf, interval: Duration) {
+    let mut last = fingerprint(&dir);
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP; reloading on file changes only");
+            None
+        }
+    };
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let signalled = tokio::select! {
+            _ = tick.tick() => false,
+            Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => true,
+        };
+        let now = fingerprint(&dir);
+        if !signalled && now == last {
+            continue;
+        }
+        last = now;
+        if signalled {
+            tracing::info!("SIGHUP: reloading the configuration");
+        }
+        if let Err(e) = reload(&engine, &dir).await {
+            crate::stats::call("reload", "error");
+            tracing::error!(error = %e, "configuration refused; the previous one keeps serving");
+        } else {
+            crate::stats::call("reload", "ok");
+        }
+    }
+}
