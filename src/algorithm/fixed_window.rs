@@ -219,4 +219,21 @@ impl FixedWindow {
             (stored + 1).saturating_mul(self.period)
         }
     }
+
+    /// What `state` has used at `now` (`current = now / P`), for the keyed table's
+    /// eviction ranking: 0 when it counts nothing in the current window or later,
+    /// otherwise its word, `(window, count)`: within the current window that is the
+    /// count, and a state booked into a later window (a reservation: it admits nothing
+    /// before that window starts, so forgetting it can over-admit a whole quota) ranks
+    /// above every state of the current one. No arithmetic: the word already sorts by
+    /// window, then count.
+    #[inline]
+    pub(crate) fn used(&self, state: u64, current: u64) -> u64 {
+        let (stored, count) = self.unpack(state);
+        if count == 0 || stored < current {
+            0
+        } else {
+            state
+        }
+    }
 }

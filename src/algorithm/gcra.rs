@@ -203,4 +203,13 @@ impl Gcra {
     pub(crate) fn idle_at(&self, tat: u64) -> u64 {
         tat
     }
+
+    /// What `tat` has used at `now`, for the keyed table's eviction ranking: its debt
+    /// `max(TAT − now, 0)`, in nanoseconds (`T` per request; every entry of a table is
+    /// ranked at the same interval, so the order is the order in requests). The same
+    /// order as the idle stamp.
+    #[inline]
+    pub(crate) fn used(&self, tat: u64, now: u64) -> u64 {
+        tat.saturating_sub(now)
+    }
 }

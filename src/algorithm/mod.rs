@@ -253,6 +253,22 @@ impl PackedParams {
         }
     }
 
+    /// The eviction ranking at the reading `now`: what each state has used then (see
+    /// [`Usage::of`]), with the reading's window computed once for the whole scan.
+    #[inline]
+    pub(crate) fn usage(&self, now: u64) -> Usage {
+        let current = match self {
+            PackedParams::Gcra(_) => 0,
+            PackedParams::Fixed(p) => now / p.period(),
+            PackedParams::Sliding(p) => now / p.period(),
+        };
+        Usage {
+            params: *self,
+            now,
+            current,
+        }
+    }
+
     /// The quota's limit (what decisions report as `limit()`).
     #[inline]
     pub(crate) fn limit(&self) -> u32 {
@@ -270,6 +286,33 @@ impl PackedParams {
             PackedParams::Gcra(p) => p.burst(),
             PackedParams::Fixed(p) => p.limit(),
             PackedParams::Sliding(p) => p.limit(),
+        }
+    }
+}
+
+/// What forgetting a state can over-admit, at one reading: the keyed table evicts the
+/// live entry that has used least (ties by idle stamp, the soonest idle first), so a
+/// throttled key is never forgotten while an entry that has used less can go.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Usage {
+    params: PackedParams,
+    now: u64,
+    /// `now / P` for the windows.
+    current: u64,
+}
+
+impl Usage {
+    /// What `state` has used at the reading, in O(1) from the state alone (no step):
+    /// a bucket's debt `max(TAT − now, 0)` (ns, one interval per table), a fixed
+    /// window's count in the current window, a sliding window's weighted count
+    /// (requests × P); a state booked into a later window ranks above every state of
+    /// the current one. Comparable only within one algorithm and period.
+    #[inline]
+    pub(crate) fn of(&self, state: u64) -> u128 {
+        match self.params {
+            PackedParams::Gcra(p) => u128::from(p.used(state, self.now)),
+            PackedParams::Fixed(p) => u128::from(p.used(state, self.current)),
+            PackedParams::Sliding(p) => p.used(state, self.now, self.current),
         }
     }
 }

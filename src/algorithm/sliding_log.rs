@@ -458,4 +458,18 @@ impl SlidingLog {
             cursor.newest + self.period
         }
     }
+
+    /// What the log has used at `now`, for the keyed table's eviction ranking: its
+    /// entries still in `(now − P, now]` (and any booked after `now`). A log holding a
+    /// booking after `now` (a reservation: it admits nothing before the booking is due,
+    /// so forgetting it can over-admit a whole quota) ranks above every log that does
+    /// not: bit 32 set. A binary search of the ring (call under the ring's lock).
+    pub(crate) fn used<S: Stamps>(&self, ring: &Ring<S>, now: u64) -> u64 {
+        let active = u64::from(self.active(ring, now));
+        if ring.booked && ring.newest > now {
+            active | (1 << 32)
+        } else {
+            active
+        }
+    }
 }

@@ -319,4 +319,33 @@ impl SlidingWindow {
         };
         (stored + windows).saturating_mul(self.period)
     }
+
+    /// What `state` has used at `now` (`current = now / P`), for the keyed table's
+    /// eviction ranking: the weighted count that still counts at `now`,
+    /// `prev·(P − e) + curr·P` (requests × P ns, under 2⁹⁵). A state booked into a later
+    /// window (a reservation: it admits nothing before that window starts, so
+    /// forgetting it can over-admit a whole quota) ranks above every state that is
+    /// not: bit 96 set, then its counts weighed at that window's start.
+    #[inline]
+    pub(crate) fn used(&self, state: u64, now: u64, current: u64) -> u128 {
+        let stored = state >> (2 * self.shift);
+        let v = if stored > current {
+            self.view(state, now)
+        } else {
+            // `view` without its division: the reading's window is known.
+            let mask = (1u64 << self.shift) - 1;
+            let (prev, curr) = match current - stored {
+                0 => ((state >> self.shift) & mask, state & mask),
+                1 => (state & mask, 0),
+                _ => (0, 0),
+            };
+            self.at(current, now, prev, curr)
+        };
+        let weight = self.weight(v.prev, v.e, v.curr, 0);
+        if stored > current {
+            weight | (1 << 96)
+        } else {
+            weight
+        }
+    }
 }

@@ -507,18 +507,25 @@ impl<P: Words> Tiers<P> {
 
 /// What a replacing claim learns from one pass over a key's two windows: the first
 /// free (empty or idle) slot of each, how many live entries each holds, and, once
-/// ranked, the live entry that goes idle soonest.
+/// ranked, the live entry to evict and the soonest idle stamp.
 ///
-/// Entries are ranked by their *idle stamp*: the time from which their state says
-/// nothing any more, read off the state in O(1) (a token bucket's theoretical arrival
-/// time, the end of a window, the newest logged admission plus the period). The entry
-/// that goes idle soonest is the one whose forgetting changes the least, and a new key
-/// refused under `Deny` can retry when it goes idle.
+/// Entries are ranked by what forgetting them can over-admit: what they have used at
+/// the claim's reading (a bucket's debt, a window's count, the log's entries in the
+/// period; see `algorithm::Usage` and `SlidingLog::used`), read off the state without
+/// running a step. The victim is the entry that has used least, ties broken by the
+/// *idle stamp* (the time from which the state says nothing any more: a token bucket's
+/// theoretical arrival time, the end of a window, the newest logged admission plus the
+/// period), the soonest idle first. So a throttled key is never evicted while an entry
+/// that has used less is there to go. A new key refused under `Deny` can retry when the
+/// soonest ranked entry goes idle, whichever the victim would have been.
 pub(crate) struct ClaimScan<S> {
     live: [usize; 2],
     free: [Option<S>; 2],
-    /// The live entry with the earliest idle stamp, and the stamp.
-    victim: Option<(S, u64)>,
+    /// The live entry that has used least (ties: the earliest idle stamp), and its
+    /// rank `(used, idle stamp)`.
+    victim: Option<(S, (u128, u64))>,
+    /// The earliest idle stamp of the ranked entries.
+    soonest: Option<u64>,
 }
 
 impl<S: Copy> ClaimScan<S> {
@@ -528,6 +535,7 @@ impl<S: Copy> ClaimScan<S> {
             live: [0; 2],
             free: [None; 2],
             victim: None,
+            soonest: None,
         }
     }
 
@@ -541,16 +549,19 @@ impl<S: Copy> ClaimScan<S> {
         self.live[w] += 1;
     }
 
-    /// Ranks a live entry by the time it goes idle.
+    /// Ranks a live entry by what it has used (`used`, comparable within one table
+    /// and reading), then by the time it goes idle (`idle_at`).
     #[inline]
-    pub(crate) fn rank(&mut self, slot: S, idle_at: u64) {
+    pub(crate) fn rank(&mut self, slot: S, used: u128, idle_at: u64) {
+        let key = (used, idle_at);
         let better = match self.victim {
             None => true,
-            Some((_, best)) => idle_at < best,
+            Some((_, best)) => key < best,
         };
         if better {
-            self.victim = Some((slot, idle_at));
+            self.victim = Some((slot, key));
         }
+        self.soonest = Some(self.soonest.map_or(idle_at, |s| s.min(idle_at)));
     }
 
     /// Where to claim: the first free slot of the window with fewer live entries (two
@@ -562,7 +573,7 @@ impl<S: Copy> ClaimScan<S> {
         }
     }
 
-    /// The ranked live entry that goes idle soonest.
+    /// The ranked live entry that has used least (of those, the soonest idle).
     pub(crate) fn victim(&self) -> Option<S> {
         self.victim.map(|(slot, _)| slot)
     }
@@ -570,7 +581,7 @@ impl<S: Copy> ClaimScan<S> {
     /// The denial of a refused new key at `now`: retry when the soonest ranked entry
     /// goes idle (at least 1 ns).
     pub(crate) fn refusal(&self, capacity: u32, now: u64) -> Decision {
-        refusal(capacity, self.victim.map(|(_, at)| at), now)
+        refusal(capacity, self.soonest, now)
     }
 }
 

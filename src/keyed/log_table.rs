@@ -12,7 +12,11 @@
 //! Every claim (of an empty, idle or evicted slot) holds the key's claim lock (see
 //! `ClaimLocks`) and rescans under it, so a key is never present twice; the chosen slot
 //! is checked again under its own lock (a claim of another key may have taken it).
-//! Empty slots are taken before idle ones. A claim that replaces an entry first raises the shard's `reclaimed_at` stamp,
+//! Empty slots are taken before idle ones, and a live log is evicted (`OnFull::Evict`)
+//! only when both windows are full of live logs: the one that has used least (its
+//! entries in the period, a binary search of its ring under its lock), ties by idle
+//! stamp, checked again under its lock to be the log that was ranked.
+//! A claim that replaces an entry first raises the shard's `reclaimed_at` stamp,
 //! and every claim decides at no earlier reading than the stamp: a request that read
 //! the clock before its own key's slot was reclaimed (or on a lagging core) cannot
 //! decide the key fresh while its old log still held quota back (see `table` for the
@@ -300,11 +304,20 @@ impl LogTable {
                 if e.fp == 0 {
                     empty.free(wi, (i, 0));
                 } else if self.params.get(0).cursor_is_idle(e.cursor, now) {
-                    idle.free(wi, (i, e.fp));
+                    idle.free(wi, (i, e.fp, e.cursor));
                 } else {
                     empty.live(wi);
                     idle.live(wi);
-                    idle.rank((i, e.fp), self.params.get(0).cursor_idle_at(e.cursor));
+                    let params = self.params.get(0);
+                    // What the log has used (a search of its ring) only matters to an
+                    // eviction.
+                    let used = if self.on_full == OnFull::Evict {
+                        params.used(&self.ring(i, e.cursor), now)
+                    } else {
+                        0
+                    };
+                    let at = params.cursor_idle_at(e.cursor);
+                    idle.rank((i, e.fp, e.cursor), used.into(), at);
                 }
             }
             // Between the scan and the slot's lock, a claim of another key may have
@@ -316,7 +329,7 @@ impl LogTable {
                 }
                 continue;
             }
-            if let Some((i, seen)) = idle.target() {
+            if let Some((i, seen, _)) = idle.target() {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == seen && self.params.get(0).cursor_is_idle(e.cursor, now) {
                     shard.stamp(now);
@@ -326,9 +339,10 @@ impl LogTable {
                 continue;
             }
             return match (self.on_full, idle.victim()) {
-                (OnFull::Evict, Some((i, seen))) => {
+                (OnFull::Evict, Some((i, seen, ranked))) => {
                     let mut e = lock(&self.slots[i].entry);
-                    if e.fp != seen {
+                    // Ranked on this log: if its owner logged since, rank again.
+                    if e.fp != seen || e.cursor != ranked {
                         continue;
                     }
                     shard.stamp(now);
