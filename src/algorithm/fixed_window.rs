@@ -220,20 +220,15 @@ impl FixedWindow {
         }
     }
 
-    /// What `state` has used at `now` (`current = now / P`), for the keyed table's
-    /// eviction ranking: 0 when it counts nothing in the current window or later,
-    /// otherwise its word, `(window, count)`: within the current window that is the
-    /// count, and a state booked into a later window (a reservation: it admits nothing
-    /// before that window starts, so forgetting it can over-admit a whole quota) ranks
-    /// above every state of the current one. No arithmetic: the word already sorts by
-    /// window, then count.
+    /// The keyed table's eviction rank of a state live at `now` (its window is the
+    /// current one or later, its count not 0): what it has used, then its idle stamp.
+    /// That is its word, `(window, count)`: within the current window it orders by the
+    /// count (every entry there goes idle at the window's end), and a state booked into
+    /// a later window (a reservation: it admits nothing before that window starts, so
+    /// forgetting it can over-admit a whole quota) ranks above every state of the
+    /// current one. One comparison per entry.
     #[inline]
-    pub(crate) fn used(&self, state: u64, current: u64) -> u64 {
-        let (stored, count) = self.unpack(state);
-        if count == 0 || stored < current {
-            0
-        } else {
-            state
-        }
+    pub(crate) fn evict_rank(&self, state: u64) -> u64 {
+        state
     }
 }

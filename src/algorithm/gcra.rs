@@ -204,12 +204,13 @@ impl Gcra {
         tat
     }
 
-    /// What `tat` has used at `now`, for the keyed table's eviction ranking: its debt
-    /// `max(TAT − now, 0)`, in nanoseconds (`T` per request; every entry of a table is
-    /// ranked at the same interval, so the order is the order in requests). The same
-    /// order as the idle stamp.
+    /// The keyed table's eviction rank of a state live at `now` (`TAT > now`): what it
+    /// has used, its debt `TAT − now` (in nanoseconds, `T` per request; every entry of
+    /// a table is ranked at the same interval, so the order is the order in requests),
+    /// then its idle stamp. Both grow with `TAT`, so the rank is `TAT` itself: one
+    /// comparison per entry.
     #[inline]
-    pub(crate) fn used(&self, tat: u64, now: u64) -> u64 {
-        tat.saturating_sub(now)
+    pub(crate) fn evict_rank(&self, tat: u64) -> u64 {
+        tat
     }
 }

@@ -320,32 +320,32 @@ impl SlidingWindow {
         (stored + windows).saturating_mul(self.period)
     }
 
-    /// What `state` has used at `now` (`current = now / P`), for the keyed table's
-    /// eviction ranking: the weighted count that still counts at `now`,
-    /// `prev·(P − e) + curr·P` (requests × P ns, under 2⁹⁵). A state booked into a later
-    /// window (a reservation: it admits nothing before that window starts, so
-    /// forgetting it can over-admit a whole quota) ranks above every state that is
-    /// not: bit 96 set, then its counts weighed at that window's start.
+    /// The keyed table's eviction rank of a state live at a reading in window
+    /// `current`, `P − rest` into it: what it has used, the weighted count that still
+    /// counts then, `w = prev·rest + curr·P` (requests × P ns, under 2⁹⁵), then its idle
+    /// stamp, as one number: `w·2 + (curr > 0)` (a live state of the current window
+    /// with a current count goes idle a window after one with only a previous count).
+    /// A state booked into a later window (a reservation: it admits nothing before that
+    /// window starts, so forgetting it can over-admit a whole quota) ranks above every
+    /// state of the current one, by how many windows ahead (from bit 96), then as above
+    /// at that window's start (`rest = P`). `view` without its division, and two
+    /// 64-bit products.
     #[inline]
-    pub(crate) fn used(&self, state: u64, now: u64, current: u64) -> u128 {
+    pub(crate) fn evict_rank(&self, state: u64, current: u64, rest: u64) -> u128 {
         let stored = state >> (2 * self.shift);
-        let v = if stored > current {
-            self.view(state, now)
+        let mask = (1u64 << self.shift) - 1;
+        let (stored_prev, stored_curr) = ((state >> self.shift) & mask, state & mask);
+        let (prev, curr, ahead, rest) = if stored == current {
+            (stored_prev, stored_curr, 0, rest)
+        } else if stored > current {
+            (stored_prev, stored_curr, stored - current, self.period)
+        } else if stored + 1 == current {
+            (stored_curr, 0, 0, rest)
         } else {
-            // `view` without its division: the reading's window is known.
-            let mask = (1u64 << self.shift) - 1;
-            let (prev, curr) = match current - stored {
-                0 => ((state >> self.shift) & mask, state & mask),
-                1 => (state & mask, 0),
-                _ => (0, 0),
-            };
-            self.at(current, now, prev, curr)
+            (0, 0, 0, rest)
         };
-        let weight = self.weight(v.prev, v.e, v.curr, 0);
-        if stored > current {
-            weight | (1 << 96)
-        } else {
-            weight
-        }
+        let weight =
+            u128::from(prev) * u128::from(rest) + u128::from(curr) * u128::from(self.period);
+        (u128::from(ahead.min(u64::from(u32::MAX))) << 96) | (weight << 1) | u128::from(curr > 0)
     }
 }

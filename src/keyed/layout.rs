@@ -511,21 +511,24 @@ impl<P: Words> Tiers<P> {
 ///
 /// Entries are ranked by what forgetting them can over-admit: what they have used at
 /// the claim's reading (a bucket's debt, a window's count, the log's entries in the
-/// period; see `algorithm::Usage` and `SlidingLog::used`), read off the state without
-/// running a step. The victim is the entry that has used least, ties broken by the
-/// *idle stamp* (the time from which the state says nothing any more: a token bucket's
-/// theoretical arrival time, the end of a window, the newest logged admission plus the
-/// period), the soonest idle first. So a throttled key is never evicted while an entry
-/// that has used less is there to go. A new key refused under `Deny` can retry when the
-/// soonest ranked entry goes idle, whichever the victim would have been.
+/// period), ties broken by the *idle stamp* (the time from which the state says
+/// nothing any more: a token bucket's theoretical arrival time, the end of a window,
+/// the newest logged admission plus the period), the soonest idle first. Each
+/// algorithm reads both off the state as one number ordered that way (its
+/// `evict_rank`; see `algorithm::Ranking`), with no step run, so ranking an entry is
+/// one comparison. The victim is the entry of lowest rank: a throttled key is never
+/// evicted while an entry that has used less is there to go. A new key refused under
+/// `Deny` can retry when the soonest ranked entry goes idle, whichever the victim
+/// would have been.
 pub(crate) struct ClaimScan<S> {
     live: [usize; 2],
     free: [Option<S>; 2],
-    /// The live entry that has used least (ties: the earliest idle stamp), and its
-    /// rank `(used, idle stamp)`.
-    victim: Option<(S, (u128, u64))>,
-    /// The earliest idle stamp of the ranked entries.
-    soonest: Option<u64>,
+    /// The live entry of lowest rank.
+    victim: Option<S>,
+    /// Its rank (`u128::MAX` before any).
+    lowest: u128,
+    /// The earliest idle stamp of the ranked entries (`u64::MAX` before any).
+    soonest: u64,
 }
 
 impl<S: Copy> ClaimScan<S> {
@@ -535,7 +538,8 @@ impl<S: Copy> ClaimScan<S> {
             live: [0; 2],
             free: [None; 2],
             victim: None,
-            soonest: None,
+            lowest: u128::MAX,
+            soonest: u64::MAX,
         }
     }
 
@@ -549,19 +553,33 @@ impl<S: Copy> ClaimScan<S> {
         self.live[w] += 1;
     }
 
-    /// Ranks a live entry by what it has used (`used`, comparable within one table
-    /// and reading), then by the time it goes idle (`idle_at`).
+    /// Ranks a live entry: `rank` orders as (what it has used, its idle stamp) and is
+    /// comparable within one table at one reading (below `u128::MAX`); `idle_at` is
+    /// its idle stamp.
     #[inline]
-    pub(crate) fn rank(&mut self, slot: S, used: u128, idle_at: u64) {
-        let key = (used, idle_at);
-        let better = match self.victim {
-            None => true,
-            Some((_, best)) => key < best,
-        };
-        if better {
-            self.victim = Some((slot, key));
+    pub(crate) fn rank(&mut self, slot: S, rank: u128, idle_at: u64) {
+        if rank < self.lowest {
+            self.lowest = rank;
+            self.victim = Some(slot);
         }
-        self.soonest = Some(self.soonest.map_or(idle_at, |s| s.min(idle_at)));
+        self.soonest = self.soonest.min(idle_at);
+    }
+
+    /// [`rank`](Self::rank) for an entry whose rank is at least `floor`, computing it
+    /// (`rank()`) only when that could make the entry the victim.
+    #[inline]
+    pub(crate) fn rank_above(
+        &mut self,
+        slot: S,
+        floor: u128,
+        idle_at: u64,
+        rank: impl FnOnce() -> u128,
+    ) {
+        if floor < self.lowest {
+            self.rank(slot, rank(), idle_at);
+        } else {
+            self.soonest = self.soonest.min(idle_at);
+        }
     }
 
     /// Where to claim: the first free slot of the window with fewer live entries (two
@@ -575,13 +593,13 @@ impl<S: Copy> ClaimScan<S> {
 
     /// The ranked live entry that has used least (of those, the soonest idle).
     pub(crate) fn victim(&self) -> Option<S> {
-        self.victim.map(|(slot, _)| slot)
+        self.victim
     }
 
     /// The denial of a refused new key at `now`: retry when the soonest ranked entry
     /// goes idle (at least 1 ns).
     pub(crate) fn refusal(&self, capacity: u32, now: u64) -> Decision {
-        refusal(capacity, self.soonest, now)
+        refusal(capacity, self.victim.map(|_| self.soonest), now)
     }
 }
 

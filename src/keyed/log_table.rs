@@ -309,15 +309,19 @@ impl LogTable {
                     empty.live(wi);
                     idle.live(wi);
                     let params = self.params.get(0);
-                    // What the log has used (a search of its ring) only matters to an
-                    // eviction.
-                    let used = if self.on_full == OnFull::Evict {
-                        params.used(&self.ring(i, e.cursor), now)
-                    } else {
-                        0
-                    };
                     let at = params.cursor_idle_at(e.cursor);
-                    idle.rank((i, e.fp, e.cursor), used.into(), at);
+                    // The cursor bounds the rank (a live log has used from 1 to `limit`
+                    // entries); its ring (other cache lines) is searched only when the
+                    // bounds differ and the floor could make it the victim, and only
+                    // for an eviction.
+                    let [floor, ceiling] = params.evict_rank_bounds(e.cursor, now, at);
+                    idle.rank_above((i, e.fp, e.cursor), floor, at, || {
+                        if self.on_full == OnFull::Evict && floor != ceiling {
+                            params.evict_rank(&self.ring(i, e.cursor), now, at)
+                        } else {
+                            floor
+                        }
+                    });
                 }
             }
             // Between the scan and the slot's lock, a claim of another key may have

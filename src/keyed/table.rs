@@ -31,8 +31,8 @@
 //!   candidates reads each state once: its *idle stamp* (the time from which it says
 //!   nothing, `PackedParams::idle_at`: a bucket's theoretical arrival time, a window's
 //!   end) tells an idle entry from a live one, and an eviction takes the live entry
-//!   that has used least (`algorithm::Usage`: a bucket's debt, a window's count; ties
-//!   by idle stamp), so no step runs under the lock and a throttled key is never
+//!   that has used least (`algorithm::Ranking`: a bucket's debt, a window's count;
+//!   ties by idle stamp), so no step runs under the lock and a throttled key is never
 //!   evicted while an entry that has used less can go. The eviction's compare-and-swap
 //!   fails if the victim's state changed since it was ranked (the request starts
 //!   over).
@@ -691,7 +691,7 @@ impl PackedTable {
         // A reclaim may have happened since the caller's scan.
         let now = shard.floor(now);
         let mut scan = ClaimScan::new();
-        let usage = params.usage(now);
+        let ranking = params.ranking(now);
         let window = self.geo.window();
         let [a, b] = loc.windows;
         let count = if a == b { 1 } else { 2 };
@@ -712,14 +712,14 @@ impl PackedTable {
                     // lock, or were an empty-slot claim that finished before).
                     return self.update(i, fp, w, now, f).map(Placed::Stored);
                 }
-                // O(1) per entry, no step: the state is its own idle stamp, and says
-                // what it has used.
-                let idle_at = params.idle_at(state_of(w));
+                // O(1) per entry, no step: the state is its own idle stamp, and its
+                // own eviction rank.
+                let (idle_at, rank) = ranking.of(state_of(w));
                 if fw == 0 || idle_at <= now {
                     scan.free(wi, (i, w));
                 } else {
                     scan.live(wi);
-                    scan.rank((i, w), usage.of(state_of(w)), idle_at);
+                    scan.rank((i, w), rank, idle_at);
                 }
             }
         }
