@@ -216,7 +216,7 @@ fn lock_free_refusal_racing_a_reclaim_of_the_same_key() {
 }
 
 /// Both slots hold live keys (A and C); a thread updates A while another inserts B,
-/// which must evict the entry closest to idle. No state ever holds another key's
+/// which must evict the entry that has used least. No state ever holds another key's
 /// admissions, and every request is admitted (an evicted key comes back fresh).
 #[test]
 fn eviction_racing_an_update() {

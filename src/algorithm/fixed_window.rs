@@ -226,4 +226,16 @@ impl FixedWindow {
             (stored + 1).saturating_mul(self.period)
         }
     }
+
+    /// The keyed table's eviction rank of a state live at `now` (its window is the
+    /// current one or later, its count not 0): what it has used, then its idle stamp.
+    /// That is its word, `(window, count)`: within the current window it orders by the
+    /// count (every entry there goes idle at the window's end), and a state booked into
+    /// a later window (a reservation: it admits nothing before that window starts, so
+    /// forgetting it can over-admit a whole quota) ranks above every state of the
+    /// current one. One comparison per entry.
+    #[inline]
+    pub(crate) fn evict_rank(&self, state: u64) -> u64 {
+        state
+    }
 }

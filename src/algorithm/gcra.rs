@@ -300,4 +300,14 @@ impl Gcra {
     pub(crate) fn idle_at(&self, tat: u64) -> u64 {
         tat
     }
+
+    /// The keyed table's eviction rank of a state live at `now` (`TAT > now`): what it
+    /// has used, its debt `TAT − now` (in nanoseconds, `T` per request; every entry of
+    /// a table is ranked at the same interval, so the order is the order in requests),
+    /// then its idle stamp. Both grow with `TAT`, so the rank is `TAT` itself: one
+    /// comparison per entry.
+    #[inline]
+    pub(crate) fn evict_rank(&self, tat: u64) -> u64 {
+        tat
+    }
 }

@@ -314,14 +314,33 @@ impl PackedParams {
 
     /// The time (engine nanoseconds) from which `state` is idle, in O(1) from the
     /// state alone: `is_idle(state, now)` iff `now >= idle_at(state)`. The keyed table
-    /// ranks entries by it (the soonest idle is the one that knows least) instead of
+    /// reads it with the eviction rank, in one dispatch ([`Ranking::of`]), instead of
     /// running a step per entry.
+    #[cfg(test)]
     #[inline]
     pub(crate) fn idle_at(&self, state: u64) -> u64 {
         match self {
             PackedParams::Gcra(p) => p.idle_at(state),
             PackedParams::Fixed(p) => p.idle_at(state),
             PackedParams::Sliding(p) => p.idle_at(state),
+        }
+    }
+
+    /// The eviction ranking at the reading `now` (see [`Ranking::of`]), with the
+    /// reading's window computed once for the whole scan.
+    #[inline]
+    pub(crate) fn ranking(&self, now: u64) -> Ranking {
+        let (current, rest) = match self {
+            PackedParams::Sliding(p) => {
+                let current = now / p.period();
+                (current, p.period() - (now - current * p.period()))
+            }
+            _ => (0, 0),
+        };
+        Ranking {
+            params: *self,
+            current,
+            rest,
         }
     }
 
@@ -342,6 +361,36 @@ impl PackedParams {
             PackedParams::Gcra(p) => p.burst(),
             PackedParams::Fixed(p) => p.limit(),
             PackedParams::Sliding(p) => p.limit(),
+        }
+    }
+}
+
+/// What forgetting a state can over-admit, at one reading: the keyed table evicts the
+/// live entry that has used least (a bucket's debt, a window's count), ties by idle
+/// stamp (the soonest idle first), so a throttled key is never forgotten while an
+/// entry that has used less can go.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ranking {
+    params: PackedParams,
+    /// For the sliding window: the reading's window `now / P`, and what is left of it.
+    current: u64,
+    rest: u64,
+}
+
+impl Ranking {
+    /// The idle stamp of `state` (the time from which it is idle) and, for a state live
+    /// at the reading, its eviction rank: one number ordered as (what the state has
+    /// used, its idle stamp), read off the state in O(1) with no step (each
+    /// algorithm's `evict_rank`). Comparable only within one table at one reading.
+    #[inline]
+    pub(crate) fn of(&self, state: u64) -> (u64, u128) {
+        match self.params {
+            PackedParams::Gcra(p) => (p.idle_at(state), u128::from(p.evict_rank(state))),
+            PackedParams::Fixed(p) => (p.idle_at(state), u128::from(p.evict_rank(state))),
+            PackedParams::Sliding(p) => (
+                p.idle_at(state),
+                p.evict_rank(state, self.current, self.rest),
+            ),
         }
     }
 }

@@ -458,4 +458,30 @@ impl SlidingLog {
             cursor.newest + self.period
         }
     }
+
+    /// The keyed table's eviction rank of a log live at `now`, whose idle stamp is
+    /// `idle_at` ([`cursor_idle_at`](Self::cursor_idle_at)): what it has used, its
+    /// entries still in `(now − P, now]` (and any booked after `now`), then its idle
+    /// stamp, as one number (`used << 64 | idle stamp`). A log holding a booking after
+    /// `now` (a reservation: it admits nothing before the booking is due, so forgetting
+    /// it can over-admit a whole quota) ranks above every log that does not (bit 96).
+    /// A binary search of the ring (call under the ring's lock).
+    pub(crate) fn evict_rank<S: Stamps>(&self, ring: &Ring<S>, now: u64, idle_at: u64) -> u128 {
+        let mut used = u128::from(self.active(ring, now));
+        if ring.booked && ring.newest > now {
+            used |= 1 << 32;
+        }
+        (used << 64) | u128::from(idle_at)
+    }
+
+    /// Bounds of [`evict_rank`](Self::evict_rank) read off the cursor alone, with no
+    /// ring read: a live log has used at least 1 entry and at most `limit`.
+    pub(crate) fn evict_rank_bounds(&self, cursor: Cursor, now: u64, idle_at: u64) -> [u128; 2] {
+        let booked = if cursor.booked && cursor.newest > now {
+            1 << 32
+        } else {
+            0
+        };
+        [1, self.limit].map(|used| ((u128::from(used) | booked) << 64) | u128::from(idle_at))
+    }
 }

@@ -332,4 +332,33 @@ impl SlidingWindow {
         };
         (stored + windows).saturating_mul(self.period)
     }
+
+    /// The keyed table's eviction rank of a state live at a reading in window
+    /// `current`, `P − rest` into it: what it has used, the weighted count that still
+    /// counts then, `w = prev·rest + curr·P` (requests × P ns, under 2⁹⁵), then its idle
+    /// stamp, as one number: `w·2 + (curr > 0)` (a live state of the current window
+    /// with a current count goes idle a window after one with only a previous count).
+    /// A state booked into a later window (a reservation: it admits nothing before that
+    /// window starts, so forgetting it can over-admit a whole quota) ranks above every
+    /// state of the current one, by how many windows ahead (from bit 96), then as above
+    /// at that window's start (`rest = P`). `view` without its division, and two
+    /// 64-bit products.
+    #[inline]
+    pub(crate) fn evict_rank(&self, state: u64, current: u64, rest: u64) -> u128 {
+        let stored = state >> (2 * self.shift);
+        let mask = (1u64 << self.shift) - 1;
+        let (stored_prev, stored_curr) = ((state >> self.shift) & mask, state & mask);
+        let (prev, curr, ahead, rest) = if stored == current {
+            (stored_prev, stored_curr, 0, rest)
+        } else if stored > current {
+            (stored_prev, stored_curr, stored - current, self.period)
+        } else if stored + 1 == current {
+            (stored_curr, 0, 0, rest)
+        } else {
+            (0, 0, 0, rest)
+        };
+        let weight =
+            u128::from(prev) * u128::from(rest) + u128::from(curr) * u128::from(self.period);
+        (u128::from(ahead.min(u64::from(u32::MAX))) << 96) | (weight << 1) | u128::from(curr > 0)
+    }
 }

@@ -190,3 +190,125 @@ fn next_state_and_decision_are_exactly_step() {
         }
     }
 }
+
+/// The keyed table evicts the live entry of lowest rank (`Ranking::of`), ordered as
+/// (what it has used, its idle stamp). On states reached by real schedules: the rank
+/// orders the states as the quota they have left does, reversed (a state that ranks
+/// higher never has more left), so no state with quota left ranks above one that has
+/// none; and `Ranking::of` reads the idle stamp as `idle_at` does.
+#[test]
+fn rank_orders_live_states_by_the_quota_they_have_left() {
+    let mut next = xorshift(0x5851_f42d_4c95_7f2d);
+    for (algorithm, quota, params, period) in packed_cases() {
+        let mut states = [0u64; 6];
+        let mut now = 0u64;
+        for _ in 0..5_000 {
+            now += next(period / 4 + 1);
+            let key = next(states.len() as u64) as usize;
+            let cost = next(u64::from(params.capacity()) + 1) as u32;
+            if let (Some(s), _) = params.step(states[key], now, cost) {
+                states[key] = s;
+            }
+            let ranking = params.ranking(now);
+            let live: Vec<(u128, u32)> = states
+                .iter()
+                .filter(|&&s| params.idle_at(s) > now)
+                .map(|&s| {
+                    let (idle_at, rank) = ranking.of(s);
+                    assert_eq!(idle_at, params.idle_at(s));
+                    (rank, params.step(s, now, 0).1.remaining())
+                })
+                .collect();
+            for &(rank_a, left_a) in &live {
+                for &(rank_b, left_b) in &live {
+                    assert!(
+                        rank_a >= rank_b || left_a >= left_b,
+                        "{algorithm:?} {quota:?} at {now}: rank {rank_a} < {rank_b} but {left_a} < {left_b} left"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A state booked into a later window admits nothing before it starts: it ranks above
+/// every state of the current window, even one that used the whole quota.
+#[test]
+fn rank_puts_a_booking_into_a_later_window_above_a_full_window() {
+    let quota = Quota::new(4, Duration::from_nanos(1_000));
+    for algorithm in [Algorithm::FixedWindow, Algorithm::SlidingWindow] {
+        let params = packed(algorithm, quota);
+        let full = params.step(0, 100, 4).0.expect("admitted");
+        let (booked, reserved) = params.reserve(full, 100, 1, 10_000);
+        let booked = booked.expect("booked");
+        assert!(reserved.is_ok_and(|b| b.wait > 0), "{algorithm:?}");
+        let ranking = params.ranking(100);
+        assert!(ranking.of(booked).1 > ranking.of(full).1, "{algorithm:?}");
+        let half = params.step(0, 100, 2).0.expect("admitted");
+        assert!(ranking.of(half).1 < ranking.of(full).1, "{algorithm:?}");
+    }
+}
+
+/// The sliding window ranks by its weighted count (twice it, plus 1 for a current
+/// count, which goes idle a window later): at mid-window, a previous window's 4 weigh
+/// as 2, under a current 3 and over a current 1. A bucket ranks by its debt, `TAT`.
+#[test]
+fn sliding_window_ranks_by_the_weighted_count() {
+    let params = packed(
+        Algorithm::SlidingWindow,
+        Quota::new(4, Duration::from_nanos(1_000)),
+    );
+    let previous = params.step(0, 500, 4).0.expect("admitted");
+    let three = params.step(0, 1_500, 3).0.expect("admitted");
+    let one = params.step(0, 1_500, 1).0.expect("admitted");
+    let ranking = params.ranking(1_500);
+    assert_eq!(ranking.of(previous), (2_000, 2 * 2 * 1_000));
+    assert_eq!(ranking.of(three), (3_000, 2 * 3 * 1_000 + 1));
+    assert_eq!(ranking.of(one), (3_000, 2 * 1_000 + 1));
+    let bucket = packed(
+        Algorithm::TokenBucket,
+        Quota::new(4, Duration::from_nanos(1_000)),
+    );
+    let tat = bucket.step(0, 100, 3).0.expect("admitted");
+    assert_eq!(bucket.ranking(200).of(tat), (tat, u128::from(tat)));
+}
+
+/// The log ranks by its entries in `(now − P, now]`, then its idle stamp; a booking
+/// after `now` ranks above every log without one.
+#[test]
+fn sliding_log_ranks_by_the_entries_in_the_period() {
+    let quota = Quota::new(4, Duration::from_nanos(100));
+    let Params::Log(log) = Params::new(Algorithm::SlidingLog, quota).expect("valid") else {
+        unreachable!("sliding log")
+    };
+    let rank = |ring: &sliding_log::Ring, now| {
+        log.evict_rank(ring, now, log.cursor_idle_at(ring.cursor()))
+    };
+    let used = |ring: &sliding_log::Ring, now| rank(ring, now) >> 64;
+    let mut ring = sliding_log::Ring::new(&log);
+    assert!(log.step(&mut ring, 10, 1).is_allowed());
+    assert!(log.step(&mut ring, 50, 2).is_allowed());
+    assert_eq!(used(&ring, 60), 3);
+    assert_eq!(used(&ring, 109), 3);
+    assert_eq!(used(&ring, 110), 2);
+    assert_eq!(rank(&ring, 110), (2 << 64) | 150);
+    let mut full = sliding_log::Ring::new(&log);
+    assert!(log.step(&mut full, 50, 4).is_allowed());
+    assert!(rank(&full, 60) > rank(&ring, 60));
+    let mut booked = sliding_log::Ring::new(&log);
+    assert!(log.step(&mut booked, 50, 4).is_allowed());
+    assert!(log.reserve(&mut booked, 60, 1, 1_000).is_ok());
+    assert!(rank(&booked, 60) > rank(&full, 60));
+    // The cursor's bounds hold the rank.
+    for (r, now) in [
+        (&ring, 60),
+        (&ring, 110),
+        (&full, 60),
+        (&booked, 60),
+        (&booked, 200),
+    ] {
+        let [floor, ceiling] =
+            log.evict_rank_bounds(r.cursor(), now, log.cursor_idle_at(r.cursor()));
+        assert!(floor <= rank(r, now) && rank(r, now) <= ceiling, "{now}");
+    }
+}

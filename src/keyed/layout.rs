@@ -536,18 +536,28 @@ impl<P: Words> Tiers<P> {
 
 /// What a replacing claim learns from one pass over a key's two windows: the first
 /// free (empty or idle) slot of each, how many live entries each holds, and, once
-/// ranked, the live entry that goes idle soonest.
+/// ranked, the live entry to evict and the soonest idle stamp.
 ///
-/// Entries are ranked by their *idle stamp*: the time from which their state says
-/// nothing any more, read off the state in O(1) (a token bucket's theoretical arrival
-/// time, the end of a window, the newest logged admission plus the period). The entry
-/// that goes idle soonest is the one whose forgetting changes the least, and a new key
-/// refused under `Deny` can retry when it goes idle.
+/// Entries are ranked by what forgetting them can over-admit: what they have used at
+/// the claim's reading (a bucket's debt, a window's count, the log's entries in the
+/// period), ties broken by the *idle stamp* (the time from which the state says
+/// nothing any more: a token bucket's theoretical arrival time, the end of a window,
+/// the newest logged admission plus the period), the soonest idle first. Each
+/// algorithm reads both off the state as one number ordered that way (its
+/// `evict_rank`; see `algorithm::Ranking`), with no step run, so ranking an entry is
+/// one comparison. The victim is the entry of lowest rank: a throttled key is never
+/// evicted while an entry that has used less is there to go. A new key refused under
+/// `Deny` can retry when the soonest ranked entry goes idle, whichever the victim
+/// would have been.
 pub(crate) struct ClaimScan<S> {
     live: [usize; 2],
     free: [Option<S>; 2],
-    /// The live entry with the earliest idle stamp, and the stamp.
-    victim: Option<(S, u64)>,
+    /// The live entry of lowest rank.
+    victim: Option<S>,
+    /// Its rank (`u128::MAX` before any).
+    lowest: u128,
+    /// The earliest idle stamp of the ranked entries (`u64::MAX` before any).
+    soonest: u64,
 }
 
 impl<S: Copy> ClaimScan<S> {
@@ -557,6 +567,8 @@ impl<S: Copy> ClaimScan<S> {
             live: [0; 2],
             free: [None; 2],
             victim: None,
+            lowest: u128::MAX,
+            soonest: u64::MAX,
         }
     }
 
@@ -570,15 +582,32 @@ impl<S: Copy> ClaimScan<S> {
         self.live[w] += 1;
     }
 
-    /// Ranks a live entry by the time it goes idle.
+    /// Ranks a live entry: `rank` orders as (what it has used, its idle stamp) and is
+    /// comparable within one table at one reading (below `u128::MAX`); `idle_at` is
+    /// its idle stamp.
     #[inline]
-    pub(crate) fn rank(&mut self, slot: S, idle_at: u64) {
-        let better = match self.victim {
-            None => true,
-            Some((_, best)) => idle_at < best,
-        };
-        if better {
-            self.victim = Some((slot, idle_at));
+    pub(crate) fn rank(&mut self, slot: S, rank: u128, idle_at: u64) {
+        if rank < self.lowest {
+            self.lowest = rank;
+            self.victim = Some(slot);
+        }
+        self.soonest = self.soonest.min(idle_at);
+    }
+
+    /// [`rank`](Self::rank) for an entry whose rank is at least `floor`, computing it
+    /// (`rank()`) only when that could make the entry the victim.
+    #[inline]
+    pub(crate) fn rank_above(
+        &mut self,
+        slot: S,
+        floor: u128,
+        idle_at: u64,
+        rank: impl FnOnce() -> u128,
+    ) {
+        if floor < self.lowest {
+            self.rank(slot, rank(), idle_at);
+        } else {
+            self.soonest = self.soonest.min(idle_at);
         }
     }
 
@@ -591,15 +620,15 @@ impl<S: Copy> ClaimScan<S> {
         }
     }
 
-    /// The ranked live entry that goes idle soonest.
+    /// The ranked live entry that has used least (of those, the soonest idle).
     pub(crate) fn victim(&self) -> Option<S> {
-        self.victim.map(|(slot, _)| slot)
+        self.victim
     }
 
     /// The denial of a refused new key at `now`: retry when the soonest ranked entry
     /// goes idle (at least 1 ns).
     pub(crate) fn refusal(&self, capacity: u32, now: u64) -> Decision {
-        refusal(capacity, self.victim.map(|(_, at)| at), now)
+        refusal(capacity, self.victim.map(|_| self.soonest), now)
     }
 }
 

@@ -12,7 +12,11 @@
 //! Every claim (of an empty, idle or evicted slot) holds the key's claim lock (see
 //! `ClaimLocks`) and rescans under it, so a key is never present twice; the chosen slot
 //! is checked again under its own lock (a claim of another key may have taken it).
-//! Empty slots are taken before idle ones. A claim that replaces an entry first raises the shard's `reclaimed_at` stamp,
+//! Empty slots are taken before idle ones, and a live log is evicted (`OnFull::Evict`)
+//! only when both windows are full of live logs: the one that has used least (its
+//! entries in the period, a binary search of its ring under its lock), ties by idle
+//! stamp, checked again under its lock to be the log that was ranked.
+//! A claim that replaces an entry first raises the shard's `reclaimed_at` stamp,
 //! and every claim decides at no earlier reading than the stamp: a request that read
 //! the clock before its own key's slot was reclaimed (or on a lagging core) cannot
 //! decide the key fresh while its old log still held quota back (see `table` for the
@@ -361,11 +365,24 @@ impl LogTable {
                 if e.fp == 0 {
                     empty.free(wi, (i, 0));
                 } else if self.params.get(0).cursor_is_idle(e.cursor, now) {
-                    idle.free(wi, (i, e.fp));
+                    idle.free(wi, (i, e.fp, e.cursor));
                 } else {
                     empty.live(wi);
                     idle.live(wi);
-                    idle.rank((i, e.fp), self.params.get(0).cursor_idle_at(e.cursor));
+                    let params = self.params.get(0);
+                    let at = params.cursor_idle_at(e.cursor);
+                    // The cursor bounds the rank (a live log has used from 1 to `limit`
+                    // entries); its ring (other cache lines) is searched only when the
+                    // bounds differ and the floor could make it the victim, and only
+                    // for an eviction.
+                    let [floor, ceiling] = params.evict_rank_bounds(e.cursor, now, at);
+                    idle.rank_above((i, e.fp, e.cursor), floor, at, || {
+                        if self.on_full == OnFull::Evict && floor != ceiling {
+                            params.evict_rank(&self.ring(i, e.cursor), now, at)
+                        } else {
+                            floor
+                        }
+                    });
                 }
             }
             // Between the scan and the slot's lock, a claim of another key may have
@@ -377,7 +394,7 @@ impl LogTable {
                 }
                 continue;
             }
-            if let Some((i, seen)) = idle.target() {
+            if let Some((i, seen, _)) = idle.target() {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == seen && self.params.get(0).cursor_is_idle(e.cursor, now) {
                     shard.stamp(now);
@@ -387,9 +404,10 @@ impl LogTable {
                 continue;
             }
             return match (self.on_full, idle.victim()) {
-                (OnFull::Evict, Some((i, seen))) => {
+                (OnFull::Evict, Some((i, seen, ranked))) => {
                     let mut e = lock(&self.slots[i].entry);
-                    if e.fp != seen {
+                    // Ranked on this log: if its owner logged since, rank again.
+                    if e.fp != seen || e.cursor != ranked {
                         continue;
                     }
                     shard.stamp(now);

@@ -32,7 +32,7 @@ pub use verbs::KeyLimit;
 ///
 /// | policy | new key | existing keys | under a flood of new keys |
 /// |---|---|---|---|
-/// | `Evict` (default) | tracked | the entry closest to idle is forgotten | a throttled key may be forgotten, and so get a fresh quota |
+/// | `Evict` (default) | tracked | the entry that has used least is forgotten | a throttled key is forgotten only when every entry in its windows has used as much |
 /// | `Deny` | refused (a denial) | never forgotten | throttled keys stay throttled; new keys wait for a slot to go idle |
 /// | `Allow` | admitted untracked | never forgotten | throttled keys stay throttled; new keys are not limited until a slot frees |
 ///
@@ -54,8 +54,11 @@ pub use verbs::KeyLimit;
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum OnFull {
-    /// Forget the entry that goes idle soonest (its state would soon say nothing
-    /// anyway) and track the new key in its place; counted in [`Stats::evictions`].
+    /// Forget the entry whose loss can over-admit least, what it has used (a bucket's
+    /// debt, a window's count, the log's entries in the period; of equals, the one that
+    /// goes idle soonest), and track the new key in its place; counted in
+    /// [`Stats::evictions`]. A throttled key is never forgotten while an entry that has
+    /// used less can go.
     #[default]
     Evict,
     /// Refuse the new key: a flood of new keys can never reset a throttled one.

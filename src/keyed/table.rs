@@ -28,10 +28,14 @@
 //!   rule above, a key is never present twice. Claims of other keys, even in the same
 //!   shard, usually hold other locks and proceed in parallel; when two pick the same
 //!   slot, its compare-and-swap lets one win and the other start over. Ranking the
-//!   candidates is one comparison per entry: a state's *idle stamp* (the time from
-//!   which it says nothing, `PackedParams::idle_at`) is read off the state itself (a
-//!   bucket's theoretical arrival time, a window's end), so no step runs under the
-//!   lock.
+//!   candidates reads each state once: its *idle stamp* (the time from which it says
+//!   nothing, `PackedParams::idle_at`: a bucket's theoretical arrival time, a window's
+//!   end) tells an idle entry from a live one, and an eviction takes the live entry
+//!   that has used least (`algorithm::Ranking`: a bucket's debt, a window's count;
+//!   ties by idle stamp), so no step runs under the lock and a throttled key is never
+//!   evicted while an entry that has used less can go. The eviction's compare-and-swap
+//!   fails if the victim's state changed since it was ranked (the request starts
+//!   over).
 //!
 //! * **a request in flight across a reclaim**: a request reads the clock once, before
 //!   its lookup. If, meanwhile, another thread with a later reading found the key idle
@@ -976,12 +980,13 @@ impl PackedTable {
         // A reclaim may have happened since the caller's scan.
         let now = shard.floor(now);
         let mut scan = ClaimScan::new();
+        let ranking = params.ranking(now);
         let window = self.geo.window();
         let [a, b] = loc.windows;
         let count = if a == b { 1 } else { 2 };
         // Each window in the key's order from its start offset (what `ClaimScan`
         // needs: each window's first free slot in that order, its live entries, and the
-        // entry going idle soonest); one window after the other, a tighter loop than
+        // entry that has used least); one window after the other, a tighter loop than
         // the interleaved `Location::probe`.
         for wi in 0..count {
             let (base, start) = (loc.windows[wi], loc.starts[wi]);
@@ -999,13 +1004,14 @@ impl PackedTable {
                         Placed::Stored(r)
                     });
                 }
-                // One comparison per entry: the state is its own idle stamp.
-                let idle_at = params.idle_at(state_of(w));
+                // O(1) per entry, no step: the state is its own idle stamp, and its
+                // own eviction rank.
+                let (idle_at, rank) = ranking.of(state_of(w));
                 if fw == 0 || idle_at <= now {
                     scan.free(wi, (i, w));
                 } else {
                     scan.live(wi);
-                    scan.rank((i, w), idle_at);
+                    scan.rank((i, w), rank, idle_at);
                 }
             }
         }

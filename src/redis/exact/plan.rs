@@ -33,7 +33,7 @@ pub(super) const RETRY_AFTER_ERROR: Duration = Duration::from_millis(100);
 pub(super) const CALLER_CLOCK_GRACE_MS: u64 = 1000;
 
 /// The most keys the local fallback tracks at once (a fixed table: further keys take
-/// the place of idle ones, then of the entry going idle soonest).
+/// the place of idle ones, then of the entry that has used least).
 pub(super) const FALLBACK_MAX_KEYS: usize = 1 << 16;
 
 /// One algorithm's script: the prelude, the algorithm's function (named `name`), and
