@@ -8,6 +8,9 @@
 //! Every test compares against a twin limiter fed the same calls without the step
 //! under test, or against exact expected decisions.
 
+mod common;
+
+use common::Hooked;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -417,45 +420,6 @@ fn a_queued_denial_reports_the_states_reset_time() {
 
 // ---------------------------------------------------------------------------------
 // Clocks for the schedules above.
-
-type Hook = Box<dyn FnOnce() + Send>;
-
-/// A fixed clock that runs a hook (once) when it is next read: a way to put another
-/// call between two steps of one verb.
-#[derive(Clone)]
-struct Hooked {
-    at: u64,
-    hook: Arc<Mutex<Option<Hook>>>,
-}
-
-impl Hooked {
-    fn new(at: u64) -> Self {
-        Hooked {
-            at,
-            hook: Arc::new(Mutex::new(None)),
-        }
-    }
-
-    /// Runs `f` at the next reading.
-    fn on_next_read(&self, f: impl FnOnce() + Send + 'static) {
-        *self.hook.lock().unwrap() = Some(Box::new(f));
-    }
-
-    /// Whether the hook has run (or was never set).
-    fn ran(&self) -> bool {
-        self.hook.lock().unwrap().is_none()
-    }
-}
-
-impl Clock for Hooked {
-    fn now(&self) -> u64 {
-        let hook = self.hook.lock().unwrap().take();
-        if let Some(f) = hook {
-            f();
-        }
-        self.at
-    }
-}
 
 /// A clock that returns the scripted readings in order, then `after` forever.
 #[derive(Clone)]

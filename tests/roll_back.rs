@@ -6,32 +6,10 @@
 
 mod common;
 
-use common::{seed, with_seed};
+use common::{seed, with_seed, Hooked};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tollgate::{
-    check_all, Algorithm, Clock, KeyedRateLimiter, Limit, ManualClock, Quota, RateLimiter,
-};
-
-/// What runs at a [`Hooked`] clock's next reading.
-type Hook = Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>;
-
-/// A clock fixed at `at` that runs a hook at its next reading.
-#[derive(Clone)]
-struct Hooked {
-    at: u64,
-    hook: Hook,
-}
-
-impl Clock for Hooked {
-    fn now(&self) -> u64 {
-        let hook = self.hook.lock().unwrap().take();
-        if let Some(f) = hook {
-            f();
-        }
-        self.at
-    }
-}
+use tollgate::{check_all, Algorithm, KeyedRateLimiter, Limit, ManualClock, Quota, RateLimiter};
 
 fn quotas(a: Algorithm) -> Vec<Quota> {
     let mut q = vec![
@@ -116,14 +94,10 @@ fn a_roll_back_gives_back_exactly_what_it_booked_under_any_interleaving() {
                     let tested = Arc::new(Subject::new(keyed, a, q, &clock));
                     let twin = Subject::new(keyed, a, q, &clock);
                     let denier = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(100))
-                        .clock(Hooked {
-                            at: 0,
-                            hook: Arc::new(Mutex::new(None)),
-                        })
+                        .clock(Hooked::new(0))
                         .build()
                         .unwrap();
                     assert!(denier.check_n(100).unwrap().is_allowed());
-                    let hook = denier.clock().hook.clone();
                     let mut trace = (Vec::new(), Vec::new());
                     for _ in 0..rng.usize(1..25) {
                         clock.advance(Duration::from_millis(rng.u64(0..120)));
@@ -136,15 +110,15 @@ fn a_roll_back_gives_back_exactly_what_it_booked_under_any_interleaving() {
                             let t = tested.clone();
                             let admitted = Arc::new(Mutex::new(Vec::new()));
                             let seen = admitted.clone();
-                            *hook.lock().unwrap() = Some(Box::new(move || {
+                            denier.clock().on_next_read(move || {
                                 for n in others {
                                     if t.check_n(n).is_allowed() {
                                         seen.lock().unwrap().push(n);
                                     }
                                 }
-                            }));
+                            });
                             tested.multi_denied(&denier, rng.u32(1..=tested.burst()));
-                            assert!(hook.lock().unwrap().is_none(), "the hook ran");
+                            assert!(denier.clock().ran(), "the hook ran");
                             // The twin sees what the tested limit admitted meanwhile (a
                             // request denied only because of the pending booking is the
                             // "briefly fuller" of the contract, not a loss).

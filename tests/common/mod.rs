@@ -276,3 +276,44 @@ pub(crate) fn model_for(algorithm: Algorithm, q: Quota) -> Box<dyn Model> {
         Algorithm::SlidingLog => Box::new(TimestampLog::new(q)),
     }
 }
+
+/// What runs at a [`Hooked`] clock's next reading.
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// A clock fixed at one reading that runs a hook (once) when it is next read: a way
+/// to put another call between two steps of one verb (a booking and its roll-back).
+#[derive(Clone)]
+pub(crate) struct Hooked {
+    at: u64,
+    hook: std::sync::Arc<std::sync::Mutex<Option<Hook>>>,
+}
+
+impl Hooked {
+    /// A clock that always reads `at`.
+    pub(crate) fn new(at: u64) -> Self {
+        Hooked {
+            at,
+            hook: Default::default(),
+        }
+    }
+
+    /// Runs `f` at the next reading.
+    pub(crate) fn on_next_read(&self, f: impl FnOnce() + Send + 'static) {
+        *self.hook.lock().unwrap() = Some(Box::new(f));
+    }
+
+    /// Whether the hook has run (or was never set).
+    pub(crate) fn ran(&self) -> bool {
+        self.hook.lock().unwrap().is_none()
+    }
+}
+
+impl tollgate::Clock for Hooked {
+    fn now(&self) -> u64 {
+        let hook = self.hook.lock().unwrap().take();
+        if let Some(f) = hook {
+            f();
+        }
+        self.at
+    }
+}
