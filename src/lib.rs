@@ -52,7 +52,7 @@ pub use decision::Decision;
 pub use error::{ConfigError, InsufficientCapacity};
 pub use keyed::{KeyLimit, KeyedRateLimiter, KeyedRateLimiterBuilder, OnFull, Stats, Tier};
 pub use limiter::{RateLimiter, RateLimiterBuilder};
-pub use multi::{check_all, Limit, MultiDecision};
+pub use multi::{check_all, check_all_costs, Limit, MultiDecision};
 pub use quota::Quota;
 pub use reservation::{Reservation, ReserveError};
 #[cfg(feature = "tower")]

@@ -260,13 +260,62 @@ pub fn check_all(
     limits: &[&dyn Limit],
     n: u32,
 ) -> Result<MultiDecision, crate::InsufficientCapacity> {
-    let mut decisions = Decisions::with_capacity(limits.len());
+    all_or_nothing(limits.len(), |i| (limits[i], n))
+}
+
+/// [`check_all`] with a cost per limit: one request that counts `cost` against `limit`
+/// for each `(limit, cost)` (an Envoy rate-limit request's descriptors each carry their
+/// own `hits_addend`). Admitted, and consumed from each, only if every limit admits its
+/// cost; otherwise nothing is consumed from any, as `check_all` does. A cost of 0 asks
+/// nothing of its limit (it reports the limit's state and is always allowed).
+///
+/// # Errors
+///
+/// [`InsufficientCapacity`](crate::InsufficientCapacity) when some cost exceeds its
+/// limit's capacity: the first such limit's, and what the limits before it booked is
+/// rolled back.
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{check_all_costs, Algorithm, Limit, ManualClock, Quota, RateLimiter};
+///
+/// let clock = ManualClock::new();
+/// let requests = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(10))
+///     .clock(clock.clone())
+///     .build()?;
+/// let bytes_kib = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(100))
+///     .clock(clock.clone())
+///     .build()?;
+/// // One request of 60 KiB: 1 against the request limit, 60 against the byte limit.
+/// assert!(check_all_costs(&[(&requests as &dyn Limit, 1), (&bytes_kib, 60)])?.is_allowed());
+/// let d = check_all_costs(&[(&requests as &dyn Limit, 1), (&bytes_kib, 60)])?;
+/// assert!(!d.is_allowed()); // 120 KiB would exceed 100
+/// assert_eq!(d.denied().collect::<Vec<_>>(), [1]);
+/// assert_eq!(requests.check_n(0)?.remaining(), 9); // the denial took nothing
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn check_all_costs(
+    limits: &[(&dyn Limit, u32)],
+) -> Result<MultiDecision, crate::InsufficientCapacity> {
+    all_or_nothing(limits.len(), |i| limits[i])
+}
+
+/// The all-or-nothing protocol of [`check_all`] over `count` limits, limit `i` with its
+/// cost `at(i)`: book each in turn, peek the rest after a denial, roll back (newest
+/// first) on a denial.
+fn all_or_nothing<'a>(
+    count: usize,
+    at: impl Fn(usize) -> (&'a dyn Limit, u32),
+) -> Result<MultiDecision, crate::InsufficientCapacity> {
+    let mut decisions = Decisions::with_capacity(count);
     // The bookings to roll back on a denial: on the stack for the usual few limits.
-    let mut first: [Option<crate::Reservation<'_>>; INLINE] = Default::default();
+    let mut first: [Option<crate::Reservation<'a>>; INLINE] = Default::default();
     let mut more = Vec::new();
     let mut denied = false;
     let mut impossible = None;
-    for (i, limit) in limits.iter().enumerate() {
+    for i in 0..count {
+        let (limit, n) = at(i);
         let outcome = if denied {
             limit.peek_n(n).map(|d| (d, None))
         } else {

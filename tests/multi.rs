@@ -7,7 +7,8 @@ use common::{seed, with_seed};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tollgate::{
-    check_all, Algorithm, KeyedRateLimiter, Limit, ManualClock, Quota, RateLimiter, ReserveError,
+    check_all, check_all_costs, Algorithm, KeyedRateLimiter, Limit, ManualClock, Quota,
+    RateLimiter, ReserveError,
 };
 
 /// Random all-or-nothing checks over three limits of random algorithms, against twin
@@ -171,4 +172,65 @@ fn impossible_costs_consume_nothing() {
     let err = check_all(&[&a as &dyn Limit, &b], 4).unwrap_err();
     assert_eq!((err.requested, err.capacity), (4, 3));
     assert_eq!(a.peek().remaining(), 9);
+}
+
+/// `check_all_costs`: each limit counts its own cost, all or nothing. Threads of
+/// mixed-cost requests (a request limit and a byte limit) never exceed either limit, a
+/// denial takes nothing (with the roll-backs exact, every limit ends with exactly the
+/// admitted costs counted), and a cost that can never fit is an error that consumes
+/// nothing.
+#[test]
+fn mixed_costs_never_exceed_any_limit_and_a_denial_takes_nothing() {
+    for a in [
+        Algorithm::TokenBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+    ] {
+        let clock = ManualClock::new();
+        let requests = RateLimiter::builder(a, Quota::per_hour(200))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let bytes = RateLimiter::builder(a, Quota::per_hour(1_000))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let (counted, weighed) = (AtomicU64::new(0), AtomicU64::new(0));
+        std::thread::scope(|s| {
+            for t in 0..4u32 {
+                let (requests, bytes, counted, weighed) = (&requests, &bytes, &counted, &weighed);
+                s.spawn(move || {
+                    for i in 0..500u32 {
+                        let size = 1 + (t * 13 + i * 7) % 40;
+                        let d =
+                            check_all_costs(&[(requests as &dyn Limit, 1), (bytes, size)]).unwrap();
+                        if d.is_allowed() {
+                            counted.fetch_add(1, Ordering::Relaxed);
+                            weighed.fetch_add(u64::from(size), Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        let (counted, weighed) = (counted.into_inner(), weighed.into_inner());
+        assert!(
+            counted <= 200 && weighed <= 1_000,
+            "{a:?}: {counted} {weighed}"
+        );
+        assert!(weighed > 900, "{a:?}: degenerate ({weighed})");
+        let used = |l: &RateLimiter<ManualClock>| {
+            let d = l.check_n(0).unwrap();
+            u64::from(d.burst() - d.remaining())
+        };
+        assert_eq!(used(&requests), counted, "{a:?}: requests");
+        assert_eq!(used(&bytes), weighed, "{a:?}: bytes");
+        let err = check_all_costs(&[(&requests as &dyn Limit, 1), (&bytes, 1_001)]).unwrap_err();
+        assert_eq!((err.requested, err.capacity), (1_001, 1_000));
+        assert_eq!(
+            used(&requests),
+            counted,
+            "{a:?}: an impossible cost took nothing"
+        );
+    }
 }
