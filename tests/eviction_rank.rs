@@ -260,3 +260,36 @@ fn flood_never_frees_a_throttled_sliding_window_key() {
 fn flood_never_frees_a_throttled_sliding_log_key() {
     flood(Algorithm::SlidingLog);
 }
+
+/// Keys of tiers with different rates are ranked by what they used in requests, not
+/// by their debt in time: a pro key that used 20 of 1,000 per hour (a debt of 72 s)
+/// stays, while a free key that used 5 of 10 per hour (a debt of 30 min) goes first.
+#[test]
+fn tiers_of_different_rates_are_ranked_in_requests() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, Quota::per_hour(10))
+        .tiers([Quota::per_hour(1_000)])
+        .max_keys(8)
+        .on_full(OnFull::Evict)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(l.stats().slots, 12, "one window of 12 slots");
+    let (pro, free) = (l.tier(1).unwrap(), l.tier(0).unwrap());
+    const PRO: u64 = 1 << 40;
+    const LIGHT: u64 = (1 << 40) + 1;
+    assert!(pro.check_n(&PRO, 20).unwrap().is_allowed());
+    assert!(free.check_n(&LIGHT, 5).unwrap().is_allowed());
+    for k in 0..10 {
+        assert!(free.check_n(&k, 6).unwrap().is_allowed());
+    }
+    assert_eq!(l.stats().occupied, 12);
+    assert!(free.check(&(1 << 41)).is_allowed()); // a new key: one eviction
+    assert_eq!(l.stats().evictions, 1);
+    assert_eq!(pro.peek(&PRO).remaining(), 1_000 - 21, "the pro key stays");
+    assert_eq!(
+        free.peek(&LIGHT).remaining(),
+        10 - 1,
+        "the free key that used 5 went"
+    );
+}

@@ -981,6 +981,9 @@ impl PackedTable {
         let now = shard.floor(now);
         let mut scan = ClaimScan::new();
         let ranking = params.ranking(now);
+        // In a table of several bucket rates, what each entry used is compared in
+        // requests: its debt converted into tier 0's interval (an idle state stays idle).
+        let mixed = params.gcra().filter(|g| g.mixed());
         let window = self.geo.window();
         let [a, b] = loc.windows;
         let count = if a == b { 1 } else { 2 };
@@ -1006,7 +1009,15 @@ impl PackedTable {
                 }
                 // O(1) per entry, no step: the state is its own idle stamp, and its
                 // own eviction rank.
-                let (idle_at, rank) = ranking.of(state_of(w));
+                let state = match mixed {
+                    Some(g) => g.convert(
+                        state_of(w),
+                        self.rates.interval(generation::class_of(fw)),
+                        now,
+                    ),
+                    None => state_of(w),
+                };
+                let (idle_at, rank) = ranking.of(state);
                 if fw == 0 || idle_at <= now {
                     scan.free(wi, (i, w));
                 } else {
