@@ -6,7 +6,8 @@
 //! ```
 //!
 //! - `LIMITER`: `tollgate` (keyed token bucket, `OnFull::Evict`), `tollgate-deny`,
-//!   `tollgate-allow`, `tollgate-nostats` (`stats(false)`), `fixed-window`,
+//!   `tollgate-allow`, `tollgate-nostats` (`stats(false)`), `tollgate-coarse` (on the
+//!   opt-in `CoarseClock`, refreshed every millisecond), `fixed-window`,
 //!   `sliding-window`, `sliding-log` (the shootout's quotas), `governor`, `dashmap`,
 //!   `floor16`.
 //! - `WORKLOAD`: `hot`, `1k`, `1M` (every key inserted first, then N decisions on a
@@ -29,7 +30,7 @@ mod workload;
 use peers::*;
 use std::hint::black_box;
 use std::time::Instant;
-use tollgate::{Algorithm, KeyedRateLimiter, OnFull};
+use tollgate::{Algorithm, CoarseClock, KeyedRateLimiter, OnFull};
 
 /// The keyed limiters a workload needs, built for `keys` at `rate`.
 fn build(name: &str, rate: Rate, keys: usize) -> Option<Box<dyn Limiter>> {
@@ -50,6 +51,19 @@ fn build(name: &str, rate: Rate, keys: usize) -> Option<Box<dyn Limiter>> {
         "tollgate-deny" => tollgate(Algorithm::TokenBucket, OnFull::Deny, true),
         "tollgate-allow" => tollgate(Algorithm::TokenBucket, OnFull::Allow, true),
         "tollgate-nostats" => tollgate(Algorithm::TokenBucket, OnFull::Evict, false),
+        // The same keyed token bucket on the opt-in coarse clock (1 ms refreshes).
+        "tollgate-coarse" => Box::new(TollgateKeyed(
+            KeyedRateLimiter::<u64, _>::builder(
+                Algorithm::TokenBucket,
+                tollgate_quota(Algorithm::TokenBucket, rate),
+            )
+            .max_keys(keys)
+            .hash_seed(42)
+            .clock(CoarseClock::new(std::time::Duration::from_millis(1)).expect("coarse clock"))
+            .build()
+            .expect("probe quota is valid"),
+            "coarse clock",
+        )),
         "fixed-window" => tollgate(Algorithm::FixedWindow, OnFull::Evict, true),
         "sliding-window" => tollgate(Algorithm::SlidingWindow, OnFull::Evict, true),
         "sliding-log" => tollgate(Algorithm::SlidingLog, OnFull::Evict, true),

@@ -47,7 +47,7 @@ mod wait;
 
 pub use algorithm::Algorithm;
 pub use clock::SystemClock;
-pub use clock::{Clock, ManualClock, QuantaClock};
+pub use clock::{Clock, CoarseClock, CoarseClockError, ManualClock, QuantaClock};
 pub use decision::Decision;
 pub use error::{ConfigError, InsufficientCapacity};
 pub use keyed::{KeyLimit, KeyedRateLimiter, KeyedRateLimiterBuilder, OnFull, Stats, Tier};

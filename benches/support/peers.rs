@@ -98,8 +98,8 @@ impl Limiter for TollgateDirect {
 }
 
 /// tollgate's keyed limiter.
-pub(crate) struct TollgateKeyed(
-    pub(crate) tollgate::KeyedRateLimiter<u64>,
+pub(crate) struct TollgateKeyed<C: tollgate::Clock = tollgate::QuantaClock>(
+    pub(crate) tollgate::KeyedRateLimiter<u64, C>,
     pub(crate) &'static str,
 );
 
@@ -126,7 +126,7 @@ impl TollgateKeyed {
     }
 }
 
-impl Limiter for TollgateKeyed {
+impl<C: tollgate::Clock> Limiter for TollgateKeyed<C> {
     fn name(&self) -> String {
         format!("tollgate {}", self.1)
     }

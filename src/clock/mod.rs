@@ -5,6 +5,10 @@
 //! clock may be reset): the engine never lets such a reading move state backwards or
 //! re-earn capacity, it treats a reading older than the state as the state's time.
 
+mod coarse;
+
+pub use coarse::{CoarseClock, CoarseClockError};
+
 use crate::sync::{Arc, AtomicU64, Ordering, PlainAtomicU64};
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
