@@ -229,3 +229,37 @@ fn too_many_distinct_tier_rates_is_an_error() {
         .build()
         .unwrap();
 }
+
+/// Threads deciding one key under two tiers of different rates at once (clock frozen):
+/// each conversion carries what was used over in requests, rounded up, so the key is
+/// never admitted more than the larger burst in all, and at least the smaller one.
+#[test]
+fn threads_on_two_tiers_never_exceed_the_larger_burst() {
+    for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        for _ in 0..20 {
+            let free = Quota::per_hour(10);
+            let pro = Quota::per_hour(1_000).with_burst(20);
+            let keyed = KeyedRateLimiter::<u8, _>::builder(a, free)
+                .tiers([pro])
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            let admitted = std::sync::atomic::AtomicU32::new(0);
+            std::thread::scope(|s| {
+                for t in 0..4usize {
+                    let (keyed, admitted) = (&keyed, &admitted);
+                    s.spawn(move || {
+                        for i in 0..40usize {
+                            let tier = keyed.tier((t + i) % 2).unwrap();
+                            if tier.check(&1).is_allowed() {
+                                admitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                    });
+                }
+            });
+            let n = admitted.into_inner();
+            assert!((10..=20).contains(&n), "{a:?}: {n} admitted");
+        }
+    }
+}
