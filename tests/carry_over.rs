@@ -250,7 +250,9 @@ fn threads_on_two_tiers_never_exceed_the_larger_burst() {
                     let (keyed, admitted) = (&keyed, &admitted);
                     s.spawn(move || {
                         for i in 0..40usize {
-                            let tier = keyed.tier((t + i) % 2).unwrap();
+                            // The pro tier first, then the free one.
+                            let pro = i < 20;
+                            let tier = keyed.tier(usize::from(pro)).unwrap();
                             if tier.check(&1).is_allowed() {
                                 admitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             }
