@@ -246,7 +246,7 @@ fn threads_on_two_tiers_never_exceed_the_larger_burst() {
                 .unwrap();
             let admitted = std::sync::atomic::AtomicU32::new(0);
             std::thread::scope(|s| {
-                for t in 0..4usize {
+                for _ in 0..4 {
                     let (keyed, admitted) = (&keyed, &admitted);
                     s.spawn(move || {
                         for i in 0..40usize {
