@@ -293,3 +293,34 @@ fn tiers_of_different_rates_are_ranked_in_requests() {
         "the free key that used 5 went"
     );
 }
+
+/// A booking on a key that is then evicted, and the key back with a fresh state: the
+/// booking's cancel gives the fresh state nothing (its generation is new), for every
+/// algorithm; compared with a twin that never cancels.
+#[test]
+fn a_cancel_after_the_key_was_evicted_gives_nothing_to_its_new_state() {
+    for a in Algorithm::ALL {
+        let run = |cancel: bool| {
+            let clock = ManualClock::new();
+            let l = limiter(a, 8, &clock);
+            const A: u64 = 1 << 45;
+            let r = l.reserve(&A, 1, Duration::ZERO).expect("booked at once");
+            for k in 0..11 {
+                spend(&l, k, 5);
+            }
+            assert_eq!(l.stats().occupied, 12);
+            spend(&l, 1 << 46, 1); // evicts A, which used least
+            assert_eq!(l.stats().evictions, 1, "{a:?}");
+            spend(&l, A, LIMIT); // A again, fresh, and spent
+            if cancel {
+                r.cancel();
+            } else {
+                drop(r);
+            }
+            (l.check(&A).is_allowed(), l.peek(&A))
+        };
+        let (with, without) = (run(true), run(false));
+        assert!(!with.0, "{a:?}: the cancel gave the new state room");
+        assert_eq!(with, without, "{a:?}");
+    }
+}
