@@ -54,6 +54,11 @@ struct Args {
     /// Distinct descriptor values.
     #[arg(long, default_value_t = 10_000)]
     keys: u64,
+    /// Send this many calls in all (spread over the workers), with no warm-up and no time
+    /// limit, instead of measuring for `--seconds`: a fixed amount of work, for counting
+    /// the server's CPU time or instructions per call.
+    #[arg(long)]
+    requests: Option<u64>,
 }
 
 fn request(a: &Args, i: u64) -> RateLimitRequest {
@@ -120,8 +125,16 @@ async fn main() {
         inproc(&a).await;
         return;
     }
-    let warm = Instant::now() + Duration::from_secs(1);
-    let end = warm + Duration::from_secs(a.seconds);
+    let began = Instant::now();
+    let (warm, end) = match a.requests {
+        // No warm-up; the calls stop by count (the end is only a bound).
+        Some(_) => (began, began + Duration::from_secs(86_400)),
+        None => {
+            let warm = began + Duration::from_secs(1);
+            (warm, warm + Duration::from_secs(a.seconds))
+        }
+    };
+    let workers = a.concurrency.max(1) as u64;
     let mut channels = Vec::new();
     if a.api == "grpc" {
         for _ in 0..a.connections.max(1) {
@@ -152,11 +165,15 @@ async fn main() {
                 errors: 0,
             };
             let mut i = w as u64;
+            // With --requests: this worker's share of them.
+            let share = a.requests.map(|r| r / workers + u64::from((w as u64) < r % workers));
+            let mut sent = 0u64;
             loop {
                 let start = Instant::now();
-                if start >= end {
+                if start >= end || share.is_some_and(|p| sent >= p) {
                     break;
                 }
+                sent += 1;
                 let req = request(&a, i);
                 i += a.concurrency as u64;
                 let code = if let Some(mut c) = grpc.clone() {
@@ -210,6 +227,11 @@ async fn main() {
         over += t.over;
         errors += t.errors;
     }
+    // The measured time: the whole run with --requests, else the window.
+    let secs = match a.requests {
+        Some(_) => began.elapsed().as_secs_f64(),
+        None => a.seconds as f64,
+    };
     lat.sort_unstable();
     let pct = |p: f64| {
         lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
@@ -223,7 +245,7 @@ async fn main() {
         a.connections,
         a.seconds,
         lat.len(),
-        lat.len() as f64 / a.seconds as f64,
+        lat.len() as f64 / secs,
         pct(0.50),
         pct(0.99),
         pct(0.999),

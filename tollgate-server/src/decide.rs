@@ -4,7 +4,7 @@
 use crate::backend::Limiter;
 use crate::engine::{limiter, DecideError, Item};
 use std::time::Duration;
-use tollgate::{check_all, Decision, Limit};
+use tollgate::{check_all_costs, Decision, Limit};
 
 /// What one descriptor's limit said.
 #[derive(Debug, Clone, Copy)]
@@ -13,8 +13,6 @@ pub enum Outcome {
     None,
     /// The engine's decision.
     Decided(Decision),
-    /// Denied; the decision is what a request would see now (a peek).
-    Refused(Decision),
     /// Denied without asking the engine: a limit of 0, or more hits than it ever holds.
     Over,
     /// Not asked, because another limit of the request denied first (Redis modes).
@@ -32,7 +30,6 @@ impl Outcome {
         match self {
             Outcome::None => (false, 0, dur(Duration::ZERO)),
             Outcome::Decided(d) => (!d.is_allowed(), d.remaining(), dur(d.reset_after())),
-            Outcome::Refused(d) => (true, 0, dur(d.reset_after())),
             Outcome::Over => (true, 0, whole),
             Outcome::Unknown => (false, 0, whole),
         }
@@ -71,10 +68,10 @@ fn redis_error(e: &tollgate::redis::Error) -> DecideError {
 /// Decides the enforced limits `idx` of `items` all or nothing; fills `out` and says
 /// whether the request is admitted.
 ///
-/// The library's `check_all` takes one cost for every limit: when the descriptors' hits
-/// differ, the in-process limits are booked one by one with `reserve(n, 0)` and every
-/// booking is cancelled on a denial (the same roll-back `check_all` makes); on Redis they
-/// are decided in groups of equal cost, each group all or nothing.
+/// The in-process limits are decided by the library's `check_all_costs`, each limit with
+/// its descriptor's own hits (one protocol whether the hits are equal or not: a leaky
+/// bucket admits a request it only delays); on Redis they are decided in groups of equal
+/// cost, each group all or nothing.
 ///
 /// # Errors
 ///
@@ -110,52 +107,26 @@ pub async fn decide_enforced(
     };
     // Every hit count fits in u32 here: it is at most a u32 capacity.
     let n = |i: usize| u32::try_from(items[i].hits).unwrap_or(u32::MAX);
-    let same = booked.iter().all(|&i| items[i].hits == items[first].hits);
     match lim(first) {
         Limiter::Local(_) | Limiter::Zero => {
-            let locals: Vec<_> = booked
+            let keyed: Vec<_> = booked
                 .iter()
                 .map(|&i| match lim(i) {
-                    Limiter::Local(k) => k,
+                    Limiter::Local(k) => k.limit(items[i].key.as_str()),
                     _ => unreachable!("one backend per server; zero limits are impossible above"),
                 })
                 .collect();
-            if same {
-                let keyed: Vec<_> = booked
-                    .iter()
-                    .zip(&locals)
-                    .map(|(&i, k)| k.limit(items[i].key.as_str()))
-                    .collect();
-                let refs: Vec<&dyn Limit> = keyed.iter().map(|k| k as &dyn Limit).collect();
-                let md = check_all(&refs, n(first))
-                    .map_err(|e| DecideError::InvalidArgument(e.to_string()))?;
-                for (&i, d) in booked.iter().zip(md.decisions()) {
-                    out[i] = Outcome::Decided(*d);
-                }
-                return Ok(md.is_allowed());
+            let costs: Vec<(&dyn Limit, u32)> = booked
+                .iter()
+                .zip(&keyed)
+                .map(|(&i, k)| (k as &dyn Limit, n(i)))
+                .collect();
+            let md =
+                check_all_costs(&costs).map_err(|e| DecideError::InvalidArgument(e.to_string()))?;
+            for (&i, d) in booked.iter().zip(md.decisions()) {
+                out[i] = Outcome::Decided(*d);
             }
-            let mut held = Vec::with_capacity(booked.len());
-            let mut allowed = true;
-            for (&i, k) in booked.iter().zip(&locals) {
-                let key = items[i].key.as_str();
-                match k.reserve(key, n(i), Duration::ZERO) {
-                    Ok(r) => {
-                        out[i] = Outcome::Decided(r.decision());
-                        held.push(r);
-                    }
-                    Err(_) => {
-                        out[i] = Outcome::Refused(k.peek(key));
-                        allowed = false;
-                        break;
-                    }
-                }
-            }
-            if !allowed {
-                for r in held.into_iter().rev() {
-                    r.cancel();
-                }
-            }
-            Ok(allowed)
+            Ok(md.is_allowed())
         }
         Limiter::Exact(_) => {
             // One Redis key may appear only once per script: descriptors that resolve to

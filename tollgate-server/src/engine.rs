@@ -71,12 +71,19 @@ pub struct Engine {
     rules: RwLock<Arc<Rules>>,
     backend: Backend,
     overrides: Mutex<HashMap<(String, u32, i32), Arc<Rule>>>,
+    /// Counter handles of request-specific stat keys (`detailed_metric`, overrides), so
+    /// that a decision does not register five counters (labels built, registry searched).
+    detailed: RwLock<HashMap<String, Counters>>,
     header_mode: HeaderMode,
     input: InputLimits,
 }
 
 /// Distinct override limits kept at once (beyond, a new one is refused).
 const MAX_OVERRIDES: usize = 4_096;
+
+/// Request-specific stat keys whose counter handles are kept (beyond, a key's counters are
+/// looked up in the registry on each call, as the first call of every key does).
+const MAX_DETAILED: usize = 65_536;
 
 impl Engine {
     /// An engine serving `rules`.
@@ -90,6 +97,7 @@ impl Engine {
             rules: RwLock::new(Arc::new(rules)),
             backend,
             overrides: Mutex::new(HashMap::new()),
+            detailed: RwLock::new(HashMap::new()),
             header_mode,
             input,
         }
@@ -301,6 +309,22 @@ impl Engine {
         Ok(self.respond(&items, &outcomes, allowed))
     }
 
+    /// The counters of a request-specific stat key: kept after the first call.
+    fn detailed_counters(&self, key: &str) -> Counters {
+        let known = self.detailed.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = known.get(key) {
+            return c.clone();
+        }
+        let full = known.len() >= MAX_DETAILED;
+        drop(known);
+        let c = Counters::new(key);
+        if !full {
+            let mut map = self.detailed.write().unwrap_or_else(|e| e.into_inner());
+            map.entry(key.to_string()).or_insert_with(|| c.clone());
+        }
+        c
+    }
+
     fn respond(&self, items: &[Item], outcomes: &[Outcome], allowed: bool) -> RateLimitResponse {
         let mut statuses = Vec::with_capacity(items.len());
         let mut names = Vec::with_capacity(items.len());
@@ -332,7 +356,7 @@ impl Engine {
             let counters;
             let c = match &it.detailed {
                 Some(k) => {
-                    counters = Counters::new(k);
+                    counters = self.detailed_counters(k);
                     &counters
                 }
                 None => &rule.counters,

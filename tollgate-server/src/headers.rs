@@ -1,6 +1,7 @@
 //! The response headers Envoy forwards downstream (`response_headers_to_add`), describing
 //! the descriptor with the fewest requests left.
 
+use crate::digits::push_int;
 use crate::proto::{DescriptorStatus, HeaderValue};
 
 /// Which header set to send.
@@ -22,10 +23,9 @@ fn ceil_secs(d: Option<&prost_types::Duration>) -> i64 {
     d.map_or(0, |d| d.seconds + i64::from(d.nanos > 0))
 }
 
-/// A structured-field String: quotes and backslashes escaped, other bytes outside
+/// Appends a structured-field String: quotes and backslashes escaped, other bytes outside
 /// printable ASCII dropped.
-fn sf_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
+fn push_sf_string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -38,7 +38,6 @@ fn sf_string(s: &str) -> String {
         }
     }
     out.push('"');
-    out
 }
 
 /// The headers for `statuses` (names: the limit names, or `policy` when a limit has none).
@@ -65,29 +64,45 @@ pub fn headers(
         value: v,
         raw_value: Vec::new(),
     };
+    let rpu = i64::from(limit.requests_per_unit);
+    let window = i64::try_from(window).unwrap_or(i64::MAX);
+    let remaining = i64::from(s.limit_remaining);
     match mode {
         HeaderMode::Off => Vec::new(),
         HeaderMode::Ietf => {
-            let name = sf_string(names.get(i).map_or("policy", String::as_str));
+            // `"name";q=10;w=60` and `"name";r=3;t=42`.
+            let mut policy = String::with_capacity(48);
+            push_sf_string(&mut policy, names.get(i).map_or("policy", String::as_str));
+            let mut now = policy.clone();
+            policy.push_str(";q=");
+            push_int(&mut policy, rpu);
+            policy.push_str(";w=");
+            push_int(&mut policy, window);
+            now.push_str(";r=");
+            push_int(&mut now, remaining);
+            now.push_str(";t=");
+            push_int(&mut now, reset);
+            vec![h("RateLimit-Policy", policy), h("RateLimit", now)]
+        }
+        HeaderMode::XRatelimit => {
+            // `10, 10;w=60`, `3`, `42`.
+            let mut limit = String::with_capacity(24);
+            push_int(&mut limit, rpu);
+            limit.push_str(", ");
+            push_int(&mut limit, rpu);
+            limit.push_str(";w=");
+            push_int(&mut limit, window);
+            let num = |n| {
+                let mut v = String::with_capacity(8);
+                push_int(&mut v, n);
+                v
+            };
             vec![
-                h(
-                    "RateLimit-Policy",
-                    format!("{name};q={};w={window}", limit.requests_per_unit),
-                ),
-                h(
-                    "RateLimit",
-                    format!("{name};r={};t={reset}", s.limit_remaining),
-                ),
+                h("x-ratelimit-limit", limit),
+                h("x-ratelimit-remaining", num(remaining)),
+                h("x-ratelimit-reset", num(reset)),
             ]
         }
-        HeaderMode::XRatelimit => vec![
-            h(
-                "x-ratelimit-limit",
-                format!("{0}, {0};w={window}", limit.requests_per_unit),
-            ),
-            h("x-ratelimit-remaining", s.limit_remaining.to_string()),
-            h("x-ratelimit-reset", reset.to_string()),
-        ],
     }
 }
 

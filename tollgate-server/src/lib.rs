@@ -11,6 +11,7 @@ pub mod backend;
 pub mod codec;
 pub mod config;
 pub mod decide;
+pub mod digits;
 pub mod engine;
 pub mod headers;
 pub mod json;

@@ -109,6 +109,23 @@ struct Args {
     /// Worker threads (default: the cores this process may run on).
     #[arg(long)]
     threads: Option<usize>,
+
+    /// The async runtime: `auto` (one thread running everything when there is one worker
+    /// thread, e.g. the process is pinned to one core; else work-stealing workers),
+    /// `multi-thread` or `current-thread`.
+    #[arg(long, value_enum, default_value = "auto")]
+    runtime: Runtime,
+}
+
+/// Which tokio scheduler runs the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Runtime {
+    /// `current-thread` for one worker thread, else `multi-thread`.
+    Auto,
+    /// Work-stealing worker threads (`--threads` of them).
+    MultiThread,
+    /// Everything on the main thread: no hand-offs between workers.
+    CurrentThread,
 }
 
 fn main() -> std::process::ExitCode {
@@ -124,10 +141,26 @@ fn main() -> std::process::ExitCode {
     } else {
         fmt.init();
     }
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = args.threads {
-        rt.worker_threads(n.max(1));
-    }
+    // What tokio would pick: --threads, else TOKIO_WORKER_THREADS, else the cores.
+    let threads = args
+        .threads
+        .or_else(|| std::env::var("TOKIO_WORKER_THREADS").ok()?.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .max(1);
+    let current = match args.runtime {
+        Runtime::Auto => threads == 1,
+        Runtime::MultiThread => false,
+        Runtime::CurrentThread => true,
+    };
+    let mut rt = if current {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut rt = tokio::runtime::Builder::new_multi_thread();
+        if let Some(n) = args.threads {
+            rt.worker_threads(n.max(1));
+        }
+        rt
+    };
     let rt = match rt.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

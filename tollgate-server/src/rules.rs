@@ -72,8 +72,15 @@ pub struct Match<'a> {
 
 /// Appends one entry to a counting key (length-prefixed: no two entry lists collide).
 pub fn push_entry(key: &mut String, k: &str, v: &str) {
-    use std::fmt::Write;
-    let _ = write!(key, "{}:{k}{}:{v};", k.len(), v.len());
+    // `{k.len()}:{k}{v.len()}:{v};`, built without the formatter (every call builds one).
+    let len = |s: &str| i64::try_from(s.len()).unwrap_or(i64::MAX);
+    crate::digits::push_int(key, len(k));
+    key.push(':');
+    key.push_str(k);
+    crate::digits::push_int(key, len(v));
+    key.push(':');
+    key.push_str(v);
+    key.push(';');
 }
 
 impl Domain {

@@ -127,9 +127,11 @@ pub async fn serve_grpc(
     engine: Arc<Engine>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // TCP_NODELAY on every accepted connection: tonic's `tcp_nodelay` applies only to
+    // listeners it binds itself, and with Nagle's algorithm on, a response written while
+    // the previous one is unacknowledged waits for the peer's (delayed) ACK.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(RateLimitServiceServer::new(Rls(engine)))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await

@@ -74,7 +74,10 @@ async fn healthcheck_and_metrics_with_envoyproxy_ratelimit_names() {
         s.http("/json", Some(body("carol"))).await;
     }
     let b = br#"{"domain":"web","descriptors":[{"entries":[{"key":"dashboard","value":"main"}]}]}"#;
-    s.http("/json", Some(b.to_vec())).await;
+    // Three calls: the first registers the detailed counters, the others reuse them.
+    for _ in 0..3 {
+        s.http("/json", Some(b.to_vec())).await;
+    }
     let (status, text) = s.http("/metrics", None).await;
     assert_eq!(status, 200);
     let line = |name: &str| {
@@ -92,7 +95,14 @@ async fn healthcheck_and_metrics_with_envoyproxy_ratelimit_names() {
     assert_eq!(line("ratelimit_service_rate_limit_near_limit{"), "1");
     assert!(text.contains("domain=\"web\""), "{text}");
     // detailed_metric labels with the request's own values.
-    assert!(text.contains("key1=\"dashboard_main\""), "{text}");
+    let detailed = text
+        .lines()
+        .find(|l| {
+            l.starts_with("ratelimit_service_rate_limit_total_hits{")
+                && l.contains("key1=\"dashboard_main\"")
+        })
+        .unwrap_or_else(|| panic!("no detailed total_hits in:\n{text}"));
+    assert!(detailed.ends_with(" 3"), "{detailed}");
 }
 
 #[tokio::test]

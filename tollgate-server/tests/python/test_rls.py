@@ -195,6 +195,29 @@ class HitsAddend(unittest.TestCase):
         self.assertEqual(r.overall_code, OK)
         self.assertEqual(r.statuses[0].limit_remaining, 90)
 
+    def test_different_hits_on_a_leaky_and_a_token_bucket(self):
+        # leaky: 10 an hour, a leaky bucket (admits what it only delays); client: a
+        # token bucket of 3 an hour. Each limit decides its own hits, all or nothing.
+        lk, c = fresh("l"), fresh("c")
+        for leaky_left, client_left in ((6, 2), (2, 1)):
+            # The second call is only delayed by the leaky bucket: admitted.
+            r = call(desc(("leaky", lk), hits=4), desc(("client", c), hits=1))
+            self.assertEqual(r.overall_code, OK)
+            self.assertEqual([s.limit_remaining for s in r.statuses], [leaky_left, client_left])
+        # 4 more would overflow the leaky bucket (8 of 10 used): denied, and the token
+        # bucket keeps its 1.
+        r = call(desc(("leaky", lk), hits=4), desc(("client", c), hits=1))
+        self.assertEqual(r.overall_code, OVER)
+        self.assertEqual([s.code for s in r.statuses], [OVER, OK])
+        # 2 to the token bucket exceed its 1 left: denied, and the leaky bucket keeps its 2.
+        r = call(desc(("leaky", lk), hits=2), desc(("client", c), hits=2))
+        self.assertEqual(r.overall_code, OVER)
+        self.assertEqual([s.code for s in r.statuses], [OK, OVER])
+        # What each has left fits exactly.
+        r = call(desc(("leaky", lk), hits=2), desc(("client", c), hits=1))
+        self.assertEqual(r.overall_code, OK)
+        self.assertEqual([s.limit_remaining for s in r.statuses], [0, 0])
+
     def test_huge_hits_addend_is_over_limit(self):
         b = fresh("b")
         self.assertEqual(call(desc(("big", b)), hits=2**32 - 1).overall_code, OVER)
