@@ -21,6 +21,9 @@
 //! by a later one could write a state the table misreads: two quota changes within
 //! one decision's time.
 
+use super::generation;
+use super::table::{fp_of, pack, PackedTable};
+use crate::algorithm::gcra::Gcra;
 use crate::algorithm::PackedParams;
 use crate::sync::{AtomicU64, Ordering};
 use crate::ConfigError;
@@ -102,4 +105,140 @@ impl Rates {
 
     /// The bytes of the registry.
     pub(crate) const BYTES: usize = CLASSES * std::mem::size_of::<AtomicU64>();
+}
+
+/// The table's side of rate classes: giving `set_quota`'s parameters a class, and
+/// converting states between classes (one pass over the slots).
+impl PackedTable {
+    /// `p`, about to replace tier `tier`'s parameters (under the limiter's setting
+    /// lock), with its rate class (see `keyed::rates`): the class of an interval
+    /// already registered, else a class never given out. When every class is taken,
+    /// the states of classes no tier uses any more are first converted into tier 0's
+    /// class at `now` ([`sweep`](Self::sweep)) and those classes reused.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::TooManyRates`](crate::ConfigError::TooManyRates) when every
+    /// class is in use by a tier.
+    pub(crate) fn classify(
+        &self,
+        tier: usize,
+        p: PackedParams,
+        now: u64,
+    ) -> Result<PackedParams, crate::ConfigError> {
+        let PackedParams::Gcra(g) = self.pick_class(tier, p, now)? else {
+            return Ok(p);
+        };
+        // From the first change of rate on, hits compare classes: every tier is
+        // republished as mixed before the new class is (see `Gcra::mixed`).
+        let old = self.tiers().get(tier).gcra();
+        if !old.is_some_and(|o| o.mixed() || o.class() != g.class()) {
+            return Ok(PackedParams::Gcra(g));
+        }
+        for (i, t) in self.tiers().all().enumerate().collect::<Vec<_>>() {
+            if let PackedParams::Gcra(t) = t {
+                if !t.mixed() {
+                    self.tiers().set(i, PackedParams::Gcra(t.with_mixed()));
+                }
+            }
+        }
+        Ok(PackedParams::Gcra(g.with_mixed()))
+    }
+
+    /// [`classify`](Self::classify)'s choice of class.
+    fn pick_class(
+        &self,
+        tier: usize,
+        p: PackedParams,
+        now: u64,
+    ) -> Result<PackedParams, crate::ConfigError> {
+        let Some(g) = p.gcra() else {
+            return Ok(p);
+        };
+        let interval = g.interval();
+        if let Some(c) = self
+            .rates()
+            .find(interval)
+            .or_else(|| self.rates().unused())
+        {
+            self.rates().give(c, interval);
+            return Ok(PackedParams::Gcra(g.with_class(c)));
+        }
+        let tiers: Vec<Gcra> = self.tiers().all().filter_map(|t| t.gcra()).collect();
+        if tiers.is_empty() {
+            return Ok(p);
+        }
+        let mut keep = [false; CLASSES];
+        for (i, t) in tiers.iter().enumerate() {
+            // The tier being replaced keeps its class only if another tier shares it.
+            if i != tier
+                || tiers
+                    .iter()
+                    .enumerate()
+                    .any(|(j, o)| j != tier && o.class() == t.class())
+            {
+                keep[usize::from(t.class())] = true;
+            }
+        }
+        // Tier 0's current parameters (still installed) receive the retired states.
+        let into = tiers[0];
+        keep[usize::from(into.class())] = true;
+        self.sweep(|c| !keep[usize::from(c)], into, now);
+        for c in 0..CLASSES as u8 {
+            if !keep[usize::from(c)] {
+                self.rates().retire(c);
+            }
+        }
+        let c = self
+            .rates()
+            .unused()
+            .ok_or(crate::ConfigError::TooManyRates {
+                rates: CLASSES + 1,
+                max: CLASSES,
+            })?;
+        self.rates().give(c, interval);
+        Ok(PackedParams::Gcra(g.with_class(c)))
+    }
+
+    /// `set_quota`'s carry-over, once tier `tier`'s new bucket parameters `into` are
+    /// installed: when no other tier shares the class `old` of its previous ones, every
+    /// state of that class is this tier's, and is converted into `into`'s class at `now`
+    /// (as Go's x/time/rate and Bucket4j do at a rate change: the debt is counted in
+    /// the new quota from the change on). A state written meanwhile by a request that
+    /// read the old quota keeps the old class and converts at its next decision.
+    pub(crate) fn carry_over(&self, tier: usize, old: PackedParams, now: u64) {
+        let (Some(old), Some(into)) = (old.gcra(), self.tiers().get(tier).gcra()) else {
+            return;
+        };
+        let shared = self
+            .tiers()
+            .all()
+            .enumerate()
+            .any(|(i, t)| i != tier && t.gcra().is_some_and(|g| g.class() == old.class()));
+        if old.class() != into.class() && !shared {
+            self.sweep(|c| c == old.class(), into, now);
+        }
+    }
+
+    /// Converts every state of a rate class `from` accepts into `into`'s class at
+    /// `now` (what each key owes carries over in requests), one compare-and-swap per
+    /// slot; deciders are never blocked and keep their generation.
+    fn sweep(&self, from: impl Fn(u8) -> bool, into: Gcra, now: u64) {
+        for slot in self.slot_words() {
+            loop {
+                let w = slot.load(Ordering::Acquire);
+                let kw = fp_of(w);
+                if kw == 0 || !from(generation::class_of(kw)) {
+                    break;
+                }
+                let (state, kw) = self.adopt(w, Some(into), now);
+                if slot
+                    .compare_exchange(w, pack(kw, state), Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    break;
+                }
+            }
+        }
+    }
 }
