@@ -250,8 +250,11 @@ class EnvoyStyleConfig(unittest.TestCase):
 
     def within_one_second(self, check):
         # Its limits are fixed windows of one second (envoyproxy/ratelimit's behaviour):
-        # a check that straddles a window boundary is tried again.
+        # each attempt starts at the beginning of a second no earlier attempt touched
+        # (an attempt that straddled a boundary spent some of the next window), and a
+        # check that straddles a boundary is tried again.
         for _ in range(5):
+            time.sleep(1.0 - (time.time() % 1.0) + 0.01)
             t0 = int(time.time())
             result = check()
             if int(time.time()) == t0:
