@@ -43,6 +43,7 @@ mod quota;
 pub mod redis;
 mod reservation;
 mod sync;
+mod table;
 mod wait;
 
 pub use algorithm::Algorithm;

@@ -209,7 +209,10 @@ mod tests {
             let now = clock.now();
             assert!(now >= last, "{now} < {last}");
             let truth = exact();
-            assert!(now <= truth, "a reading {now} ahead of the true time {truth}");
+            assert!(
+                now <= truth,
+                "a reading {now} ahead of the true time {truth}"
+            );
             last = now;
         }
         assert!(last > c0, "the refreshes moved the time on");

@@ -1,75 +1,23 @@
 //! `KeyedRateLimiter`: one limit per key, in a fixed-capacity table allocated at build.
 //!
-//! See [`KeyedRateLimiter`] for the guarantees, `table` for the lock-free protocol of
-//! the packed algorithms and `log_table` for the sliding log's.
+//! See [`KeyedRateLimiter`] for the guarantees, `table::packed` for the lock-free
+//! protocol of the packed algorithms and `table::log` for the sliding log's.
 
-mod generation;
-pub(crate) mod layout;
-mod log_table;
-mod rates;
-mod table;
 mod tier;
 mod verbs;
 
 use crate::algorithm::Params;
 use crate::sync::{CopyCell, Mutex};
+use crate::table::geometry::{Geometry, MAX_CAPACITY};
+use crate::table::log::LogTable;
+use crate::table::packed::PackedTable;
+pub use crate::table::OnFull;
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
-use layout::Geometry;
-use log_table::LogTable;
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
-use table::PackedTable;
 pub use tier::Tier;
 pub use verbs::KeyLimit;
-
-/// What a [`KeyedRateLimiter`] does with a new key when every slot it may use holds a
-/// key whose state still says something (none is idle).
-///
-/// Idle entries (a full bucket again, expired windows, an empty log) are always
-/// reclaimed first, silently: they decide exactly as a fresh key would. The policy
-/// only applies when a new key finds no idle slot.
-///
-/// | policy | new key | existing keys | under a flood of new keys |
-/// |---|---|---|---|
-/// | `Evict` (default) | tracked | the entry that has used least is forgotten | a throttled key is forgotten only when every entry in its windows has used as much |
-/// | `Deny` | refused (a denial) | never forgotten | throttled keys stay throttled; new keys wait for a slot to go idle |
-/// | `Allow` | admitted untracked | never forgotten | throttled keys stay throttled; new keys are not limited until a slot frees |
-///
-/// # Example
-///
-/// ```
-/// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, OnFull, Quota};
-///
-/// let limiter = KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, Quota::per_hour(1))
-///     .max_keys(1)
-///     .on_full(OnFull::Deny)
-///     .clock(ManualClock::new())
-///     .build()?;
-/// assert!(limiter.check(&1).is_allowed());
-/// assert!(limiter.check(&2).is_allowed()); // the table keeps a little slack
-/// assert!(!limiter.check(&3).is_allowed()); // full: the new key is refused
-/// assert!(!limiter.check(&1).is_allowed()); // and key 1 is still throttled
-/// # Ok::<(), tollgate::ConfigError>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum OnFull {
-    /// Forget the entry whose loss can over-admit least, what it has used (a bucket's
-    /// debt, a window's count, the log's entries in the period; of equals, the one that
-    /// goes idle soonest), and track the new key in its place; counted in
-    /// [`Stats::evictions`]. A throttled key is never forgotten while an entry that has
-    /// used less can go.
-    #[default]
-    Evict,
-    /// Refuse the new key: a flood of new keys can never reset a throttled one.
-    /// The denial's [`retry_after`](Decision::retry_after) is the soonest time an
-    /// entry in the key's windows frees its quota (a hint: other new keys may take the
-    /// slot first). Counted in [`Stats::refused`] (and [`Stats::rejected`]).
-    Deny,
-    /// Admit the new key's request without tracking it; counted in
-    /// [`Stats::untracked`] (and [`Stats::allowed`]).
-    Allow,
-}
 
 /// A snapshot of a [`KeyedRateLimiter`]'s counters and occupancy.
 ///
@@ -372,7 +320,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
             .and_then(|t| t.checked_add(std::mem::size_of::<KeyedRateLimiter<K, C>>()))
             .ok_or(ConfigError::InvalidCapacity {
                 requested: self.max_keys,
-                max: layout::MAX_CAPACITY,
+                max: MAX_CAPACITY,
             })
     }
 

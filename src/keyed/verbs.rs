@@ -1,6 +1,5 @@
 //! The keyed limiter's reservations and multi-limit bookings, on the tables' `run`.
 
-use super::table::Placed;
 use super::{KeyedRateLimiter, Table};
 use crate::algorithm::booking::{Booked, Booking};
 use crate::algorithm::Params;
@@ -8,6 +7,7 @@ use crate::reservation::{
     max_wait_ns, reservable, too_long, Ledger, Origin, Reservation, ReserveError,
 };
 use crate::sync::lock;
+use crate::table::packed::Placed;
 use crate::{Clock, ConfigError, Decision, InsufficientCapacity, Quota};
 use std::hash::Hash;
 use std::marker::PhantomData;

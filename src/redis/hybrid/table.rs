@@ -1,6 +1,6 @@
 //! The hybrid mode's key table: a fixed number of slots allocated once at build, laid
 //! out and probed as the engine's keyed tables are (`keyed::layout`: the geometry, the
-//! fingerprint, the two candidate windows and their probe order, the claim locks, the
+//! fingerprint, the two candidate groups and their probe order, the claim locks, the
 //! decision counters), with one lock per slot as in the sliding log's table
 //! (`keyed::log_table`).
 //!
@@ -12,19 +12,19 @@
 //! 64-bit hashes.
 //!
 //! **Claims.** A key found missing is inserted under its claim lock (`ClaimLocks`),
-//! after a rescan of its windows under that lock, so a key is never present twice.
-//! Where it goes, in order of preference: an entry of its windows that is
-//! *reclaimable* (idle, its windows past, and nothing unsynced: see
-//! [`Entry::reclaimable`]), which it replaces; an empty slot of its windows (the one
-//! of the window holding fewer live keys); and, only when both windows are full of
+//! after a rescan of its groups under that lock, so a key is never present twice.
+//! Where it goes, in order of preference: an entry of its groups that is
+//! *reclaimable* (idle, its groups past, and nothing unsynced: see
+//! [`Entry::reclaimable`]), which it replaces; an empty slot of its groups (the one
+//! of the group holding fewer live keys); and, only when both groups are full of
 //! live entries, the first empty slot of the table after them (the key is then
-//! *displaced*: while any key is, a lookup that misses its windows scans the whole
+//! *displaced*: while any key is, a lookup that misses its groups scans the whole
 //! table). Keys are counted ([`occupied`](KeyTable::len)) and never exceed `max_keys`;
 //! the table has about 1.48 slots per key, so while fewer than `max_keys` are held an
 //! empty slot always exists somewhere, and `max_keys` keys always fit. When the count
 //! is at `max_keys`, the claim sweeps the table from a rotating hand, [`SWEEP`] slots at
 //! a time, for a reclaimable entry and drops it; if a whole lap finds none, the key is
-//! refused, and later claims skip the sweep (and are refused unless their own windows
+//! refused, and later claims skip the sweep (and are refused unless their own groups
 //! hold a reclaimable entry) until the soonest clean entry that lap saw goes idle or a
 //! sync (which may clean entries) has run: a full table of live keys costs one lap of
 //! the table per such event, not one per new key.
@@ -42,10 +42,10 @@
 //! Lock order: claim lock, then one slot lock at a time.
 
 use super::Entry;
-use crate::keyed::layout::{
-    fingerprint, totals, ClaimLocks, ClaimScan, Geometry, Location, Stripes, MAX_CAPACITY,
-};
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::table::claim::{ClaimLocks, ClaimScan};
+use crate::table::counters::{totals, Stripes};
+use crate::table::geometry::{fingerprint, Geometry, Location, MAX_CAPACITY};
 use crate::{ConfigError, Decision};
 use std::sync::Arc;
 
@@ -56,7 +56,7 @@ pub(super) const SWEEP: usize = 64;
 struct Held {
     /// The key, `None` when the slot is empty.
     key: Option<Arc<[u8]>>,
-    /// Whether the key lives outside its two windows.
+    /// Whether the key lives outside its two groups.
     displaced: bool,
     entry: Entry,
 }
@@ -85,7 +85,7 @@ pub(super) struct KeyTable {
     /// Slots holding a key, plus claims that reserved room for one: at most
     /// `max_keys`.
     occupied: AtomicU64,
-    /// Keys living outside their two windows.
+    /// Keys living outside their two groups.
     displaced: AtomicU64,
     /// The newest reading at which an entry was dropped (a running maximum).
     reclaimed_at: AtomicU64,
@@ -235,11 +235,11 @@ impl KeyTable {
         (held.key.as_deref() == Some(key)).then_some(held)
     }
 
-    /// The slot holding `key`, locked: its windows, then (while any key is displaced)
+    /// The slot holding `key`, locked: its groups, then (while any key is displaced)
     /// the whole table.
     #[inline]
     fn find(&self, fp: u64, key: &[u8], loc: &Location) -> Option<MutexGuard<'_, Held>> {
-        for (_, i) in loc.probe(self.geo.window()) {
+        for (_, i) in loc.probe(self.geo.group()) {
             if let Some(held) = self.holding(i, fp, key) {
                 return Some(held);
             }
@@ -268,7 +268,7 @@ impl KeyTable {
         loop {
             let mut empty = ClaimScan::new();
             let mut idle = ClaimScan::new();
-            for (w, i) in loc.probe(self.geo.window()) {
+            for (w, i) in loc.probe(self.geo.group()) {
                 let mut held = lock(&self.slots[i].held);
                 match &held.key {
                     Some(k) if **k == *key => return Some(f(&mut held.entry, now)),
@@ -317,11 +317,11 @@ impl KeyTable {
                 self.occupied.fetch_sub(1, Ordering::AcqRel);
                 continue;
             }
-            // Both windows hold live keys only. Fewer than max_keys keys are held
+            // Both groups hold live keys only. Fewer than max_keys keys are held
             // (counting our reservation), and the table has more slots than that, so
-            // an empty slot exists: the first one after the windows.
+            // an empty slot exists: the first one after the groups.
             let n = self.slots.len();
-            let from = loc.windows[0];
+            let from = loc.groups[0];
             for i in (from..n).chain(0..from) {
                 if self.slots[i].hint.load(Ordering::Acquire) != 0 {
                     continue;
@@ -425,7 +425,7 @@ impl KeyTable {
     }
 
     /// Lets the next full-table claim sweep again (after a sync cleaned entries, or a
-    /// quota change moved their windows).
+    /// quota change moved their groups).
     pub(super) fn rearm(&self) {
         self.no_idle_before.store(0, Ordering::Release);
     }
@@ -488,7 +488,7 @@ impl KeyTable {
 mod tests {
     use super::*;
 
-    /// An entry admitted once in window `k` of period `p`, clean or dirty.
+    /// An entry admitted once in group `k` of period `p`, clean or dirty.
     fn used(k: u64, p: u64, synced: bool) -> impl FnOnce(u64) -> Entry {
         move |_| {
             let mut e = Entry::new(k, p);
@@ -502,8 +502,8 @@ mod tests {
         }
     }
 
-    /// `max_keys(n)` holds exactly n keys, for sizes whose windows are smaller than
-    /// the table and ones where a key's two windows are the whole table; the n + 1st
+    /// `max_keys(n)` holds exactly n keys, for sizes whose groups are smaller than
+    /// the table and ones where a key's two groups are the whole table; the n + 1st
     /// key is refused while the others are live.
     #[test]
     fn holds_exactly_max_keys_live_keys() {
@@ -530,7 +530,7 @@ mod tests {
         }
     }
 
-    /// Threads inserting the same new keys at once into one window of 12 slots, each
+    /// Threads inserting the same new keys at once into one group of 12 slots, each
     /// reading the clock a little later than the one before, so that each sees other
     /// threads' fresh entries of this round as idle and replaceable: a key is never
     /// present twice (claims of one key are serialized by its claim lock and rescan
@@ -551,7 +551,7 @@ mod tests {
                         barrier.wait();
                         for j in 0..keys.len() {
                             let key = &keys[(j * (th + 1) + th) % keys.len()];
-                            // A clean entry of window `now`, idle from `now + 1` on.
+                            // A clean entry of group `now`, idle from `now + 1` on.
                             let _ = t.decide(key.as_bytes(), now, |t| Entry::new(t, 1), |_, _| ());
                         }
                     });
@@ -575,21 +575,19 @@ mod tests {
         }
     }
 
-    /// A key whose two windows are full of live keys still fits while the table holds
+    /// A key whose two groups are full of live keys still fits while the table holds
     /// fewer than max_keys (it is placed elsewhere, and found there).
     #[test]
-    fn a_key_with_full_windows_is_placed_elsewhere_and_found() {
+    fn a_key_with_full_groups_is_placed_elsewhere_and_found() {
         let t = KeyTable::new(1_000, 1).unwrap();
-        let w = t.geo.window();
-        // Fill both windows of one key with other keys, chosen by their location.
+        let w = t.geo.group();
+        // Fill both groups of one key with other keys, chosen by their location.
         let target = t.geo.locate(t.hasher.hash_one(&b"target"[..]));
         let mut filled = 0;
         for k in 0.. {
             let name = format!("f{k}");
             let loc = t.geo.locate(t.hasher.hash_one(name.as_bytes()));
-            if loc.windows == target.windows
-                || loc.windows == [target.windows[1], target.windows[0]]
-            {
+            if loc.groups == target.groups || loc.groups == [target.groups[1], target.groups[0]] {
                 t.decide(name.as_bytes(), 5, used(5, 1, true), |_, _| ())
                     .unwrap();
                 filled += 1;
@@ -600,7 +598,7 @@ mod tests {
         }
         assert_eq!(t.displaced.load(Ordering::Relaxed), 0);
         t.decide(b"target", 5, used(5, 1, true), |e, _| e.w[1].own += 1)
-            .expect("room outside the windows");
+            .expect("room outside the groups");
         assert_eq!(t.displaced.load(Ordering::Relaxed), 1);
         assert_eq!(
             t.decide(b"target", 5, |_| unreachable!(), |e, _| e.w[1].own),

@@ -12,13 +12,13 @@
 //!   request of key A is never applied to key B's state, nor B's to A's: there is no
 //!   "slot handle" to go stale, only a value compared in full (no ABA: equal words
 //!   mean equal key and equal state, and the step is a pure function of them).
-//! * **claim of an empty slot** (lock-free): a scan of the key's candidate windows in
-//!   its canonical order (the two windows interleaved, which balances them: see
+//! * **claim of an empty slot** (lock-free): a scan of the key's candidate groups in
+//!   its canonical order (the two groups interleaved, which balances them: see
 //!   `Location::probe`) that reaches an empty slot before any copy of the key installs
 //!   the key in that slot. Slots never become empty again, so every slot before a key's
 //!   position stays occupied: a scan that meets an empty slot has passed the key's only
 //!   possible positions, and so stops there (a miss on a table that is not full costs
-//!   a probe or two, not two whole windows). Two threads inserting the same key cannot
+//!   a probe or two, not two whole groups). Two threads inserting the same key cannot
 //!   both succeed in different slots: the one whose target comes later in the order
 //!   read the other's target after it was claimed and so saw the key there.
 //! * **claim of an occupied slot** (idle reclaim, eviction): only when the scan found no
@@ -49,21 +49,20 @@
 //!   This also covers cores whose clocks disagree.
 //!
 //! * **a refusal when nothing is free** (`OnFull::Deny`, `OnFull::Allow`): a pass over
-//!   the key's full windows without the lock that finds every entry live at the
+//!   the key's full groups without the lock that finds every entry live at the
 //!   request's reading answers at once (refused, or admitted untracked), writing
 //!   nothing: at that reading the key had no room, so the answer is ordered before any
 //!   claim of the same key that found room at a later reading (see `PackedTable::claim`).
 //!
 //! Lookups, updates and refusals never lock; a claim that replaces an entry holds its
-//! key's claim lock for one scan of two windows and one CAS.
+//! key's claim lock for one scan of two groups and one CAS.
 
+use super::claim::{refusal, ClaimLocks, ClaimScan, OnFull};
+use super::counters::{new_shards, totals, Shard, Stripes, Totals};
 use super::generation::{self, MATCH_BITS};
-use super::layout::{
-    new_shards, refusal, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes, Tiers,
-    Totals,
-};
+use super::geometry::{Geometry, Location, MAX_CAPACITY};
 use super::rates::Rates;
-use super::OnFull;
+use super::tiers::Tiers;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::{Classed, PackedParams, Step};
 use crate::reservation::Origin;
@@ -105,13 +104,13 @@ pub(crate) enum Placed<R> {
     Refused(Decision),
 }
 
-/// The outcome of a scan of a key's candidate windows.
+/// The outcome of a scan of a key's candidate groups.
 enum Scan {
     Found(usize, u128),
     Absent { first_empty: Option<usize> },
 }
 
-/// What [`PackedTable::survey`] finds in a key's full windows.
+/// What [`PackedTable::survey`] finds in a key's full groups.
 enum Survey {
     /// The key (inserted meanwhile).
     Found,
@@ -136,12 +135,12 @@ impl Scan {
     }
 }
 
-/// Four slots on one cache line, so that a window of 12 slots is 3 whole lines.
+/// Four slots on one cache line, so that a group of 12 slots is 3 whole lines.
 #[repr(align(64))]
 struct Line([AtomicU128; 4]);
 
 /// Tables of more slot bytes than this (4 MiB, more than a core's share of the caches
-/// here) probe both candidate windows in pairs all the way: there a lookup's loads are
+/// here) probe both candidate groups in pairs all the way: there a lookup's loads are
 /// cache misses, and overlapping them hides one. Smaller tables probe the first pair
 /// together and the rest one slot at a time (a slot a key rarely reaches is then not
 /// loaded for nothing).
@@ -150,7 +149,7 @@ const PAIRED_BYTES: usize = 4 << 20;
 /// The fast path's report that the key's slot went to another key (see
 /// `PackedTable::decide_found`).
 const MOVED: usize = usize::MAX;
-/// The fast path's report that the key is absent and its windows have no empty slot.
+/// The fast path's report that the key is absent and its groups have no empty slot.
 const FULL: usize = usize::MAX - 1;
 
 /// A fixed-capacity table of packed states.
@@ -160,7 +159,7 @@ pub(crate) struct PackedTable {
     claims: ClaimLocks,
     counts: Stripes,
     geo: Geometry,
-    /// Whether lookups load both windows' slots in pairs (tables larger than
+    /// Whether lookups load both groups' slots in pairs (tables larger than
     /// [`PAIRED_BYTES`]) rather than one at a time.
     paired: bool,
     /// Each tier's parameters.
@@ -198,7 +197,7 @@ impl PackedTable {
             .try_reserve_exact(n)
             .map_err(|_| crate::ConfigError::InvalidCapacity {
                 requested: geo.capacity(),
-                max: super::layout::MAX_CAPACITY,
+                max: MAX_CAPACITY,
             })?;
         lines.extend((0..n).map(|_| Line(std::array::from_fn(|_| AtomicU128::new(0)))));
         Ok(PackedTable {
@@ -271,12 +270,12 @@ impl PackedTable {
         (occupied, active)
     }
 
-    /// Scans the key's candidate windows in canonical order.
+    /// Scans the key's candidate groups in canonical order.
     #[inline(always)]
     fn scan(&self, fp: u64, loc: &Location) -> Scan {
-        let [a, b] = loc.windows;
+        let [a, b] = loc.groups;
         let [mut ja, mut jb] = loc.starts;
-        let window = self.geo.window();
+        let group = self.geo.group();
         // The first empty slot ends the scan: the key is not further on (see the
         // protocol: a key sits at the first slot that was empty in its order when it
         // was installed, and slots never become empty again, so every slot before
@@ -290,7 +289,7 @@ impl PackedTable {
                 _ => None,
             }
         };
-        // A pair of slots, one from each window, loaded together: the match is picked
+        // A pair of slots, one from each group, loaded together: the match is picked
         // without a branch on which of the two holds it. For a random key stream that
         // branch went either way at random, a mispredicted jump on most decisions. The
         // test "either is the key" is written as "the smaller difference is zero",
@@ -309,21 +308,21 @@ impl PackedTable {
         };
         // The order of `Location::probe`, written out so it compiles to tight loops.
         if a == b {
-            for _ in 0..window {
+            for _ in 0..group {
                 let i = a + ja;
                 if let Some(found) = check(i, self.slot(i).load(Ordering::Acquire)) {
                     return found;
                 }
-                ja = if ja + 1 == window { 0 } else { ja + 1 };
+                ja = if ja + 1 == group { 0 } else { ja + 1 };
             }
         } else if self.paired {
             // A table larger than the caches: pairs all the way, so that the two
             // cache misses of each pair overlap instead of following each other.
-            for _ in 0..window {
+            for _ in 0..group {
                 let (ia, ib) = (a + ja, b + jb);
                 let wa = self.slot(ia).load(Ordering::Acquire);
-                // An empty slot of the first window ends the scan before the second
-                // window's slot is read: it comes first in the key's order. A table
+                // An empty slot of the first group ends the scan before the second
+                // group's slot is read: it comes first in the key's order. A table
                 // filling up (a random stream of new keys) then pays one cache miss per
                 // key instead of two (first fill of 1,000,000 keys: 174 -> 113 ns per
                 // decision); on a table of present keys the branch is never taken and
@@ -337,8 +336,8 @@ impl PackedTable {
                 if let Some(done) = pair((ia, wa), (ib, wb)) {
                     return done;
                 }
-                ja = if ja + 1 == window { 0 } else { ja + 1 };
-                jb = if jb + 1 == window { 0 } else { jb + 1 };
+                ja = if ja + 1 == group { 0 } else { ja + 1 };
+                jb = if jb + 1 == group { 0 } else { jb + 1 };
             }
         } else {
             // A table the caches hold: the first pair (where about nine keys in ten
@@ -349,9 +348,9 @@ impl PackedTable {
             if let Some(done) = pair((ia, wa), (ib, wb)) {
                 return done;
             }
-            ja = if ja + 1 == window { 0 } else { ja + 1 };
-            jb = if jb + 1 == window { 0 } else { jb + 1 };
-            for _ in 1..window {
+            ja = if ja + 1 == group { 0 } else { ja + 1 };
+            jb = if jb + 1 == group { 0 } else { jb + 1 };
+            for _ in 1..group {
                 let (ia, ib) = (a + ja, b + jb);
                 if let Some(found) = check(ia, self.slot(ia).load(Ordering::Acquire)) {
                     return found;
@@ -359,8 +358,8 @@ impl PackedTable {
                 if let Some(found) = check(ib, self.slot(ib).load(Ordering::Acquire)) {
                     return found;
                 }
-                ja = if ja + 1 == window { 0 } else { ja + 1 };
-                jb = if jb + 1 == window { 0 } else { jb + 1 };
+                ja = if ja + 1 == group { 0 } else { ja + 1 };
+                jb = if jb + 1 == group { 0 } else { jb + 1 };
             }
         }
         Scan::Absent { first_empty: None }
@@ -369,7 +368,7 @@ impl PackedTable {
     /// The state of `word` as the bucket `rate` reads it at `now`, and the key word
     /// to write with a new state: a state another rate class wrote is converted (what
     /// the key owes carries over in requests: see `keyed::rates`). Unchanged without a
-    /// rate (the windows; reset and refunds, which keep the class).
+    /// rate (the groups; reset and refunds, which keep the class).
     #[inline(always)]
     pub(super) fn adopt(&self, word: u128, rate: Option<Gcra>, now: u64) -> (u64, u64) {
         let (kw, state) = (fp_of(word), state_of(word));
@@ -673,7 +672,7 @@ impl PackedTable {
         }
     }
 
-    /// [`run_booked`](Self::run_booked), starting from `first`, a scan of the key's windows the
+    /// [`run_booked`](Self::run_booked), starting from `first`, a scan of the key's groups the
     /// caller made (before or after this function's reading, either is sound: a missing
     /// key's reading is floored by the reclaim stamp read after the scan, and a found
     /// key's state decides any reading, a stale one only more strictly).
@@ -758,15 +757,15 @@ impl PackedTable {
         }
     }
 
-    /// The claim of a full pair of windows (no empty slot, the key absent). Under
+    /// The claim of a full pair of groups (no empty slot, the key absent). Under
     /// `Deny` and `Allow` a pass without the lock first checks whether any entry is
     /// idle at `now`: when none is, nothing can be claimed and the new key is refused
     /// or admitted untracked with no lock taken (a flood of new keys into a table of
-    /// live keys then costs two passes over the key's windows and no locked
+    /// live keys then costs two passes over the key's groups and no locked
     /// instruction). Otherwise, and always under `Evict`, [`claim_locked`](Self::claim_locked).
     ///
     /// The lock-free answer is what the locked claim would have answered at `now`:
-    /// the pass saw every slot of the key's windows hold another key's live entry. A
+    /// the pass saw every slot of the key's groups hold another key's live entry. A
     /// concurrent claim of the same key can only take a slot that is idle at its own
     /// (later) reading; if the pass read that slot before the claim's install, it held
     /// an entry live at `now`, so at `now` the key had no room, and the refusal (or the
@@ -818,18 +817,18 @@ impl PackedTable {
         })
     }
 
-    /// One pass over the key's windows without the lock, for [`claim`](Self::claim).
+    /// One pass over the key's groups without the lock, for [`claim`](Self::claim).
     #[inline(always)]
     fn survey(&self, fp: u64, loc: &Location, now: u64, idle_at: impl Fn(u64) -> u64) -> Survey {
-        let window = self.geo.window();
-        let [a, b] = loc.windows;
+        let group = self.geo.group();
+        let [a, b] = loc.groups;
         let mut soonest = u64::MAX;
         for base in if a == b {
-            &loc.windows[..1]
+            &loc.groups[..1]
         } else {
-            &loc.windows[..]
+            &loc.groups[..]
         } {
-            for i in *base..*base + window {
+            for i in *base..*base + group {
                 let w = self.slot(i).load(Ordering::Acquire);
                 if generation::holds(fp_of(w), fp) {
                     return Survey::Found;
@@ -844,7 +843,7 @@ impl PackedTable {
         Survey::Live { soonest }
     }
 
-    /// The claim of a full pair of windows, under the key's claim lock: rescan, then
+    /// The claim of a full pair of groups, under the key's claim lock: rescan, then
     /// reclaim an idle entry, or apply the `OnFull` policy. `None` when a CAS lost a
     /// race and the whole request should start over.
     fn claim_locked<R>(
@@ -866,19 +865,19 @@ impl PackedTable {
         // In a table of several bucket rates, what each entry used is compared in
         // requests: its debt converted into tier 0's interval (an idle state stays idle).
         let mixed = params.gcra().filter(|g| g.mixed());
-        let window = self.geo.window();
-        let [a, b] = loc.windows;
+        let group = self.geo.group();
+        let [a, b] = loc.groups;
         let count = if a == b { 1 } else { 2 };
-        // Each window in the key's order from its start offset (what `ClaimScan`
-        // needs: each window's first free slot in that order, its live entries, and the
-        // entry that has used least); one window after the other, a tighter loop than
+        // Each group in the key's order from its start offset (what `ClaimScan`
+        // needs: each group's first free slot in that order, its live entries, and the
+        // entry that has used least); one group after the other, a tighter loop than
         // the interleaved `Location::probe`.
         for wi in 0..count {
-            let (base, start) = (loc.windows[wi], loc.starts[wi]);
+            let (base, start) = (loc.groups[wi], loc.starts[wi]);
             let mut j = start;
-            for _ in 0..window {
+            for _ in 0..group {
                 let i = base + j;
-                j = if j + 1 == window { 0 } else { j + 1 };
+                j = if j + 1 == group { 0 } else { j + 1 };
                 let w = self.slot(i).load(Ordering::Acquire);
                 let fw = fp_of(w);
                 if generation::holds(fw, fp) {
@@ -970,30 +969,30 @@ mod tests {
         }
     }
 
-    /// A hash whose two windows are `windows` (slot indices of their first slots).
-    fn hash_for(geo: &Geometry, windows: [usize; 2], seed: &mut u64) -> u64 {
+    /// A hash whose two groups are `groups` (slot indices of their first slots).
+    fn hash_for(geo: &Geometry, groups: [usize; 2], seed: &mut u64) -> u64 {
         loop {
             *seed ^= *seed << 13;
             *seed ^= *seed >> 7;
             *seed ^= *seed << 17;
-            if geo.locate(*seed).windows == windows {
+            if geo.locate(*seed).groups == groups {
                 return *seed;
             }
         }
     }
 
     /// A key's request in flight across a reclaim of its own slot, when its other
-    /// window has an empty slot: the key is found missing, and the insert into the
+    /// group has an empty slot: the key is found missing, and the insert into the
     /// empty slot (the fast path's, not the locked claim's) must still decide it no
-    /// earlier than the reclaim. Key A (windows 0 and 24) spends its burst at 10 s and
-    /// is idle from 11 s; 23 keys fill windows 0 and 12 at 10.9 s; C (windows 0 and
+    /// earlier than the reclaim. Key A (groups 0 and 24) spends its burst at 10 s and
+    /// is idle from 11 s; 23 keys fill groups 0 and 12 at 10.9 s; C (groups 0 and
     /// 12) reclaims A's slot at 11 s; then A's request read at 10.5 s arrives, and A
     /// is drained at 11 s. A single bucket fed A's readings in order admits 4; deciding
     /// the in-flight request at 10.5 s as a fresh key admits 5.
     #[test]
     fn an_insert_into_an_empty_slot_never_decides_before_a_reclaim() {
         let geo = Geometry::new(17, Some(1)).unwrap();
-        assert_eq!((geo.slots(), geo.window()), (36, 12));
+        assert_eq!((geo.slots(), geo.group()), (36, 12));
         let p = token_bucket(Quota::per_second(2));
         let table = PackedTable::new(geo, vec![p], OnFull::Deny, true).unwrap();
         let mut seed = 0x2545_f491_4f6c_dd1d;
@@ -1003,14 +1002,14 @@ mod tests {
         let mut admitted = 0;
         assert!(decide(a, 10 * SECOND, 2));
         admitted += 2;
-        // Fill every other slot of windows 0 and 12 with keys live until 11.4 s.
+        // Fill every other slot of groups 0 and 12 with keys live until 11.4 s.
         let mut fillers = 0;
         while fillers < 23 {
             let h = hash_for(&geo, [[0, 12], [12, 0]][fillers % 2], &mut seed);
             assert!(decide(h, 10_900_000_000, 1), "filler {fillers}");
             fillers += 1;
         }
-        // C finds both its windows full and only A idle: it takes A's slot.
+        // C finds both its groups full and only A idle: it takes A's slot.
         assert!(decide(c, 11 * SECOND, 1));
         assert_eq!(table.totals().idle_reclaims, 1);
         // A's request that read the clock at 10.5 s, before the reclaim.
@@ -1021,7 +1020,7 @@ mod tests {
         assert_eq!(admitted, 4);
     }
 
-    /// A table larger than the caches, scanned in pairs with the first window's empty
+    /// A table larger than the caches, scanned in pairs with the first group's empty
     /// slot ending the scan: every key of a random stream filling it to `max_keys` is
     /// installed once and found again (its second request, at a quota of one per
     /// hour, is denied; a key installed twice would be admitted afresh).

@@ -13,7 +13,7 @@
 //! `ClaimLocks`) and rescans under it, so a key is never present twice; the chosen slot
 //! is checked again under its own lock (a claim of another key may have taken it).
 //! Empty slots are taken before idle ones, and a live log is evicted (`OnFull::Evict`)
-//! only when both windows are full of live logs: the one that has used least (its
+//! only when both groups are full of live logs: the one that has used least (its
 //! entries in the period, a binary search of its ring under its lock), ties by idle
 //! stamp, checked again under its lock to be the log that was ranked.
 //! A claim that replaces an entry first raises the shard's `reclaimed_at` stamp,
@@ -24,12 +24,11 @@
 //!
 //! [`ConfigError::InvalidCapacity`]: crate::ConfigError::InvalidCapacity
 
-use super::layout::{
-    fingerprint, new_shards, totals, ClaimLocks, ClaimScan, Geometry, Location, Shard, Stripes,
-    Tiers, Totals,
-};
-use super::table::Placed;
-use super::OnFull;
+use super::claim::{ClaimLocks, ClaimScan, OnFull};
+use super::counters::{new_shards, totals, Shard, Stripes, Totals};
+use super::geometry::{fingerprint, Geometry, Location, MAX_CAPACITY};
+use super::packed::Placed;
+use super::tiers::Tiers;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
 use crate::reservation::Origin;
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering, PlainAtomicU64};
@@ -95,7 +94,7 @@ impl LogTable {
         let n = geo.slots();
         let too_big = || crate::ConfigError::InvalidCapacity {
             requested: geo.capacity(),
-            max: super::layout::MAX_CAPACITY,
+            max: MAX_CAPACITY,
         };
         let limit = tiers.iter().map(SlidingLog::limit).max().unwrap_or(0) as usize;
         let cells = n
@@ -311,10 +310,10 @@ impl LogTable {
     /// 1,000 keys: 44.3 ns out of line, 39.1 ns inline).
     #[inline(always)]
     fn find(&self, fp: u64, loc: &Location) -> Option<(usize, MutexGuard<'_, Entry>)> {
-        // The key's first slot in each window first, where about nine keys in ten sit;
+        // The key's first slot in each group first, where about nine keys in ten sit;
         // then the whole probe order (a key is never present twice, so whichever slot
         // confirms it is the key's).
-        let [a, b] = loc.windows;
+        let [a, b] = loc.groups;
         let [sa, sb] = loc.starts;
         for i in [a + sa, b + sb] {
             let slot = &self.slots[i];
@@ -325,7 +324,7 @@ impl LogTable {
                 }
             }
         }
-        for (_, i) in loc.probe(self.geo.window()) {
+        for (_, i) in loc.probe(self.geo.group()) {
             let slot = &self.slots[i];
             if slot.hint.load(Ordering::Acquire) != fp {
                 continue;
@@ -356,7 +355,7 @@ impl LogTable {
         loop {
             let mut empty = ClaimScan::new();
             let mut idle = ClaimScan::new();
-            for (wi, i) in loc.probe(self.geo.window()) {
+            for (wi, i) in loc.probe(self.geo.group()) {
                 let mut e = lock(&self.slots[i].entry);
                 if e.fp == fp {
                     *gen = e.gen;

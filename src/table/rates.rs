@@ -22,7 +22,7 @@
 //! one decision's time.
 
 use super::generation;
-use super::table::{fp_of, pack, PackedTable};
+use super::packed::{fp_of, pack, PackedTable};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::PackedParams;
 use crate::sync::{AtomicU64, Ordering};
@@ -38,7 +38,7 @@ pub(crate) struct Rates {
 
 impl Rates {
     /// Registers every bucket tier's interval, giving each distinct interval a class
-    /// (in `tiers`' parameters). The windows have no classes: their states count
+    /// (in `tiers`' parameters). The groups have no classes: their states count
     /// requests, which carry over as they are.
     pub(crate) fn new(tiers: &mut [PackedParams]) -> Result<Self, ConfigError> {
         let rates = Rates {

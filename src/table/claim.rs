@@ -1,0 +1,200 @@
+//! The claim of a slot for a new key in a table that has no free one: the scan that
+//! ranks a key's candidates, the refusal of a full table, and the claim locks.
+
+use crate::decision::Decision;
+#[cfg(doc)]
+use crate::keyed::Stats;
+use crate::sync::Mutex;
+
+/// What a [`KeyedRateLimiter`](crate::KeyedRateLimiter) does with a new key when every slot it may use holds a
+/// key whose state still says something (none is idle).
+///
+/// Idle entries (a full bucket again, expired groups, an empty log) are always
+/// reclaimed first, silently: they decide exactly as a fresh key would. The policy
+/// only applies when a new key finds no idle slot.
+///
+/// | policy | new key | existing keys | under a flood of new keys |
+/// |---|---|---|---|
+/// | `Evict` (default) | tracked | the entry that has used least is forgotten | a throttled key is forgotten only when every entry in its groups has used as much |
+/// | `Deny` | refused (a denial) | never forgotten | throttled keys stay throttled; new keys wait for a slot to go idle |
+/// | `Allow` | admitted untracked | never forgotten | throttled keys stay throttled; new keys are not limited until a slot frees |
+///
+/// # Example
+///
+/// ```
+/// use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, OnFull, Quota};
+///
+/// let limiter = KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, Quota::per_hour(1))
+///     .max_keys(1)
+///     .on_full(OnFull::Deny)
+///     .clock(ManualClock::new())
+///     .build()?;
+/// assert!(limiter.check(&1).is_allowed());
+/// assert!(limiter.check(&2).is_allowed()); // the table keeps a little slack
+/// assert!(!limiter.check(&3).is_allowed()); // full: the new key is refused
+/// assert!(!limiter.check(&1).is_allowed()); // and key 1 is still throttled
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OnFull {
+    /// Forget the entry whose loss can over-admit least, what it has used (a bucket's
+    /// debt, a window's count, the log's entries in the period; of equals, the one that
+    /// goes idle soonest), and track the new key in its place; counted in
+    /// [`Stats::evictions`]. A throttled key is never forgotten while an entry that has
+    /// used less can go.
+    #[default]
+    Evict,
+    /// Refuse the new key: a flood of new keys can never reset a throttled one.
+    /// The denial's [`retry_after`](Decision::retry_after) is the soonest time an
+    /// entry in the key's groups frees its quota (a hint: other new keys may take the
+    /// slot first). Counted in [`Stats::refused`] (and [`Stats::rejected`]).
+    Deny,
+    /// Admit the new key's request without tracking it; counted in
+    /// [`Stats::untracked`] (and [`Stats::allowed`]).
+    Allow,
+}
+
+/// What a replacing claim learns from one pass over a key's two groups: the first
+/// free (empty or idle) slot of each, how many live entries each holds, and, once
+/// ranked, the live entry to evict and the soonest idle stamp.
+///
+/// Entries are ranked by what forgetting them can over-admit: what they have used at
+/// the claim's reading (a bucket's debt, a window's count, the log's entries in the
+/// period), ties broken by the *idle stamp* (the time from which the state says
+/// nothing any more: a token bucket's theoretical arrival time, the end of a window,
+/// the newest logged admission plus the period), the soonest idle first. Each
+/// algorithm reads both off the state as one number ordered that way (its
+/// `evict_rank`; see `algorithm::Ranking`), with no step run, so ranking an entry is
+/// one comparison. The victim is the entry of lowest rank: a throttled key is never
+/// evicted while an entry that has used less is there to go. A new key refused under
+/// `Deny` can retry when the soonest ranked entry goes idle, whichever the victim
+/// would have been.
+pub(crate) struct ClaimScan<S> {
+    live: [usize; 2],
+    free: [Option<S>; 2],
+    /// The live entry of lowest rank.
+    victim: Option<S>,
+    /// Its rank (`u128::MAX` before any).
+    lowest: u128,
+    /// The earliest idle stamp of the ranked entries (`u64::MAX` before any).
+    soonest: u64,
+}
+
+impl<S: Copy> ClaimScan<S> {
+    /// An empty scan.
+    pub(crate) fn new() -> Self {
+        ClaimScan {
+            live: [0; 2],
+            free: [None; 2],
+            victim: None,
+            lowest: u128::MAX,
+            soonest: u64::MAX,
+        }
+    }
+
+    /// A free slot in group `w` (the first one seen is kept).
+    pub(crate) fn free(&mut self, w: usize, slot: S) {
+        self.free[w].get_or_insert(slot);
+    }
+
+    /// A live entry in group `w`.
+    pub(crate) fn live(&mut self, w: usize) {
+        self.live[w] += 1;
+    }
+
+    /// Ranks a live entry: `rank` orders as (what it has used, its idle stamp) and is
+    /// comparable within one table at one reading (below `u128::MAX`); `idle_at` is
+    /// its idle stamp.
+    #[inline]
+    pub(crate) fn rank(&mut self, slot: S, rank: u128, idle_at: u64) {
+        if rank < self.lowest {
+            self.lowest = rank;
+            self.victim = Some(slot);
+        }
+        self.soonest = self.soonest.min(idle_at);
+    }
+
+    /// [`rank`](Self::rank) for an entry whose rank is at least `floor`, computing it
+    /// (`rank()`) only when that could make the entry the victim.
+    #[inline]
+    pub(crate) fn rank_above(
+        &mut self,
+        slot: S,
+        floor: u128,
+        idle_at: u64,
+        rank: impl FnOnce() -> u128,
+    ) {
+        if floor < self.lowest {
+            self.rank(slot, rank(), idle_at);
+        } else {
+            self.soonest = self.soonest.min(idle_at);
+        }
+    }
+
+    /// Where to claim: the first free slot of the group with fewer live entries (two
+    /// choices balance the groups), or of the only group with one.
+    pub(crate) fn target(&self) -> Option<S> {
+        match self.free {
+            [Some(a), Some(b)] => Some(if self.live[1] < self.live[0] { b } else { a }),
+            [a, b] => a.or(b),
+        }
+    }
+
+    /// The ranked live entry that has used least (of those, the soonest idle).
+    pub(crate) fn victim(&self) -> Option<S> {
+        self.victim
+    }
+
+    /// The denial of a refused new key at `now`: retry when the soonest ranked entry
+    /// goes idle (at least 1 ns).
+    pub(crate) fn refusal(&self, capacity: u32, now: u64) -> Decision {
+        refusal(capacity, self.victim.map(|_| self.soonest), now)
+    }
+}
+
+/// The denial of a new key refused at `now` by a full table: retry when the soonest
+/// live entry of its groups goes idle, at `soonest` (at least 1 ns from now).
+pub(crate) fn refusal(capacity: u32, soonest: Option<u64>, now: u64) -> Decision {
+    let wait = soonest.map_or(1, |at| at.saturating_sub(now)).max(1);
+    Decision::deny(capacity, 0, wait, wait)
+}
+
+/// The locks that serialize the claims replacing an entry (idle reclaim, eviction).
+///
+/// All replacing claims of one key take the same lock (chosen by its fingerprint), and
+/// rescan the key's groups under it: together with the fixed probe order, a key is
+/// never installed twice. Claims of different keys usually take different locks and
+/// run in parallel, even within one shard: after warm-up, when every new key replaces
+/// an idle entry, a flood of new keys is not serialized on one mutex per shard. Two
+/// claims of different keys that pick the same slot are settled by the slot's own
+/// compare-and-swap (packed table) or lock (sliding log): the loser looks again.
+pub(crate) struct ClaimLocks {
+    locks: Box<[Mutex<()>]>,
+}
+
+impl ClaimLocks {
+    /// One lock per 64 slots (about 0.1 byte per slot), a power of two from 1 to 4,096.
+    fn count(slots: usize) -> usize {
+        (slots / 64).clamp(1, 4096).next_power_of_two().min(4096)
+    }
+
+    /// The locks for a table of `slots` slots.
+    pub(crate) fn new(slots: usize) -> Self {
+        ClaimLocks {
+            locks: (0..Self::count(slots)).map(|_| Mutex::new(())).collect(),
+        }
+    }
+
+    /// Bytes of the locks of a table of `slots` slots.
+    pub(crate) fn bytes(slots: usize) -> usize {
+        Self::count(slots) * std::mem::size_of::<Mutex<()>>()
+    }
+
+    /// The lock of the key with fingerprint `fp`: its bits mixed, so that keys sharing
+    /// a shard or a group spread over the locks.
+    #[inline]
+    pub(crate) fn of(&self, fp: u64) -> &Mutex<()> {
+        let mixed = fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        &self.locks[mixed as usize & (self.locks.len() - 1)]
+    }
+}
