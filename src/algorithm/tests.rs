@@ -2,6 +2,7 @@
 //! decides exactly as the fresh state `0`, and a state is never reported idle while it
 //! still remembers an admission that would change a decision.
 
+use super::packed::Step;
 use super::*;
 use crate::Quota;
 

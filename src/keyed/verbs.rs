@@ -1,6 +1,7 @@
 //! The keyed limiter's reservations and multi-limit bookings, on the tables' `run`.
 
-use super::{KeyedRateLimiter, Table};
+use super::table::{with_table, KeyedTable};
+use super::KeyedRateLimiter;
 use crate::algorithm::booking::{Booked, Booking};
 use crate::algorithm::Params;
 use crate::reservation::{
@@ -64,41 +65,11 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         let h = self.hasher.hash_one(key);
         let limit = max_wait_ns(max_wait);
         // The parameters are read once: the capacity checked is the one booked with.
-        let (placed, origin) = match &self.table {
-            Table::Packed(t) => {
-                let params = t.tiers().get(tier);
-                reservable(n, params.capacity())?;
-                t.run_booked(
-                    h,
-                    || self.now(),
-                    true,
-                    params.gcra(),
-                    |state, now| {
-                        let (next, r) = params.reserve(state, now, n, limit);
-                        (next, r.map(|b| (b, now)))
-                    },
-                )
-            }
-            Table::Log(t) => {
-                let params = t.tiers().get(tier);
-                reservable(n, params.limit())?;
-                t.run_booked(
-                    h,
-                    self.now(),
-                    true,
-                    |ring, now| params.reserve(ring, now, n, limit).map(|b| (b, now)),
-                    || {
-                        let decision = params.fresh(n);
-                        let booked = Booked {
-                            wait: 0,
-                            decision,
-                            booking: Booking::Nothing,
-                        };
-                        Ok((booked, 0))
-                    },
-                )
-            }
-        };
+        let (placed, origin) = with_table!(&self.table, t => {
+            let params = t.params(tier);
+            reservable(n, t.burst(&params))?;
+            t.reserve(h, || self.now(), n, limit, params)
+        });
         match placed {
             Placed::Stored(Ok((b, now))) => Ok(Reservation::new(b, now, self, h, origin)),
             // An untracked admission books nothing (and a booking always writes, so
@@ -152,35 +123,10 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     pub(crate) fn set_quota_in(&self, tier: usize, quota: Quota) -> Result<(), ConfigError> {
         let next = Params::new(self.algorithm, quota)?;
         let _one_at_a_time = lock(&self.setting);
-        match (&self.table, next) {
-            (Table::Packed(t), Params::Packed(p)) => {
-                let current = Params::Packed(t.tiers().get(tier));
-                current.can_become(&next, 0)?;
-                super::tier_fits(
-                    self.algorithm,
-                    &Params::Packed(t.tiers().get(0)),
-                    &next,
-                    tier,
-                )?;
-                // The buckets' rate class: what each key owes carries over in requests,
-                // converted into the new quota from the change on.
-                let now = self.now();
-                let p = t.classify(tier, p, now)?;
-                let old = t.tiers().get(tier);
-                t.tiers().set(tier, p);
-                t.carry_over(tier, old, now);
-            }
-            (Table::Log(t), Params::Log(l)) => {
-                let current = Params::Log(t.tiers().get(tier));
-                current.can_become(&next, t.ring_len())?;
-                if self.quotas.len() > 1 {
-                    super::tier_fits(self.algorithm, &Params::Log(t.tiers().get(0)), &next, tier)?;
-                }
-                t.tiers().set(tier, l);
-            }
-            // Params::new for this limiter's own algorithm builds the same kind.
-            _ => return Ok(()),
-        }
+        let tiers = self.quotas.len();
+        with_table!(&self.table, t => {
+            t.set_params(tier, next, tiers, self.algorithm, || self.now())
+        })?;
         self.quotas[tier].store(quota);
         Ok(())
     }
@@ -256,10 +202,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     pub fn reset(&self, key: &K) -> bool {
         let h = self.hasher.hash_one(key);
         // A new generation of the key's state: no booking made before gives it anything.
-        match &self.table {
-            Table::Packed(t) => t.reset(h),
-            Table::Log(t) => t.reset(h),
-        }
+        with_table!(&self.table, t => KeyedTable::reset(t, h))
     }
 
     /// Removes `key`: the same as [`reset`](Self::reset) (an idle slot is a free
@@ -301,10 +244,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     #[must_use]
     pub fn len(&self) -> usize {
         let now = self.now();
-        let (_, active) = match &self.table {
-            Table::Packed(t) => t.occupancy(now),
-            Table::Log(t) => t.occupancy(now),
-        };
+        let (_, active) = with_table!(&self.table, t => KeyedTable::occupancy(t, now));
         active as usize
     }
 
@@ -373,22 +313,7 @@ impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
             return;
         }
         // Only on the state the booking was made on (see `reservation::Origin`).
-        match &self.table {
-            Table::Packed(t) => {
-                let params = t.tiers().get(0);
-                t.refund(key, origin, now, |state, now| {
-                    params.refund(state, booking, now, always)
-                });
-            }
-            Table::Log(t) => {
-                let params = t.tiers().get(0);
-                if let Booking::Log { at, cost } = *booking {
-                    t.refund(key, origin, now, |ring, now| {
-                        params.refund(ring, at, cost, now);
-                    });
-                }
-            }
-        }
+        with_table!(&self.table, t => KeyedTable::refund(t, key, booking, origin, now, always));
     }
 }
 
@@ -421,79 +346,11 @@ impl<K: Hash + ?Sized, C: Clock> std::fmt::Debug for KeyLimit<'_, K, C> {
 impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K, C> {
     fn book(&self, n: u32) -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity> {
         let l = self.limiter;
-        let (placed, origin) = match &l.table {
-            Table::Packed(t) => {
-                // As the table's `decide`: only the next state inside the
-                // compare-and-swap loop, the decision and booking once after.
-                let params = t.tiers().get(self.tier);
-                InsufficientCapacity::check(n, params.capacity())?;
-                // A zero-cost check inserts nothing (as `check_n(&key, 0)`). A denial
-                // in a window later than the reading's is decided once more at a fresh
-                // reading (see `Step::ahead`).
-                let mut again = true;
-                let (placed, origin) = loop {
-                    let (placed, origin) = t.run_booked(
-                        self.hash,
-                        || l.now(),
-                        n > 0,
-                        params.gcra(),
-                        |state, now| (params.step(state, now, n).0, (state, now)),
-                    );
-                    if let Placed::Stored((state, now)) = placed {
-                        if again
-                            && params.ahead(state, now)
-                            && !params.step(state, now, n).1.is_allowed()
-                        {
-                            again = false;
-                            continue;
-                        }
-                    }
-                    break (placed, origin);
-                };
-                let outcome = |(state, now): (u64, u64)| {
-                    let (next, d) = params.step(state, now, n);
-                    (d, next.map_or(Booking::Nothing, |s| params.booking(s, n)))
-                };
-                let placed = match placed {
-                    Placed::Stored(at) => Placed::Stored(outcome(at)),
-                    Placed::Absent(at) => Placed::Absent(outcome(at)),
-                    Placed::Untracked(at) => Placed::Untracked(outcome(at)),
-                    Placed::Refused(d) => {
-                        Placed::Refused(d.with_policy(params.limit(), params.capacity()))
-                    }
-                };
-                (placed, origin)
-            }
-            Table::Log(t) => {
-                let params = t.tiers().get(self.tier);
-                InsufficientCapacity::check(n, params.limit())?;
-                let (placed, origin) = t.run_booked(
-                    self.hash,
-                    l.now(),
-                    n > 0,
-                    |ring, now| {
-                        let d = params.step(ring, now, n);
-                        let booking = if d.is_allowed() {
-                            Booking::Log {
-                                at: ring.newest(),
-                                cost: n,
-                            }
-                        } else {
-                            Booking::Nothing
-                        };
-                        (d, booking)
-                    },
-                    || (params.fresh(n), Booking::Nothing),
-                );
-                let placed = match placed {
-                    Placed::Refused(d) => {
-                        Placed::Refused(d.with_policy(params.limit(), params.limit()))
-                    }
-                    other => other,
-                };
-                (placed, origin)
-            }
-        };
+        let (placed, origin) = with_table!(&l.table, t => {
+            let params = t.params(self.tier);
+            InsufficientCapacity::check(n, t.burst(&params))?;
+            t.book(self.hash, || l.now(), n, params)
+        });
         let (d, booking) = match placed {
             Placed::Stored(r) => r,
             Placed::Absent((d, _)) | Placed::Untracked((d, _)) => (d, Booking::Nothing),
@@ -501,10 +358,7 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
         };
         // Counted as a check is (a roll-back later does not uncount it).
         if n > 0 {
-            match &l.table {
-                Table::Packed(t) => t.counts().count(n, &d),
-                Table::Log(t) => t.counts().count(n, &d),
-            }
+            with_table!(&l.table, t => KeyedTable::counts(t).count(n, &d));
         }
         let booked = Booked {
             wait: 0,
@@ -520,17 +374,10 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
     fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
         let l = self.limiter;
         let now = l.now();
-        Ok(match &l.table {
-            Table::Packed(t) => {
-                let p = t.tiers().get(self.tier);
-                InsufficientCapacity::check(n, p.capacity())?;
-                t.peek(self.hash, now, n, p)
-            }
-            Table::Log(t) => {
-                let p = t.tiers().get(self.tier);
-                InsufficientCapacity::check(n, p.limit())?;
-                t.peek(self.hash, now, n, p)
-            }
+        with_table!(&l.table, t => {
+            let p = t.params(self.tier);
+            InsufficientCapacity::check(n, t.burst(&p))?;
+            Ok(KeyedTable::peek(t, self.hash, now, n, p))
         })
     }
 }

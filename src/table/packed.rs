@@ -29,7 +29,7 @@
 //!   shard, usually hold other locks and proceed in parallel; when two pick the same
 //!   slot, its compare-and-swap lets one win and the other start over. Ranking the
 //!   candidates reads each state once: its *idle stamp* (the time from which it says
-//!   nothing, `PackedParams::idle_at`: a bucket's theoretical arrival time, a window's
+//!   nothing, `PackedAlgorithm::idle_at`: a bucket's theoretical arrival time, a window's
 //!   end) tells an idle entry from a live one, and an eviction takes the live entry
 //!   that has used least (`algorithm::Ranking`: a bucket's debt, a window's count;
 //!   ties by idle stamp), so no step runs under the lock and a throttled key is never
@@ -64,7 +64,7 @@ use super::geometry::{Geometry, Location, MAX_CAPACITY};
 use super::rates::Rates;
 use super::tiers::Tiers;
 use crate::algorithm::gcra::Gcra;
-use crate::algorithm::{Classed, PackedParams, Step};
+use crate::algorithm::packed::{Classed, PackedAlgorithm, Step};
 use crate::reservation::Origin;
 use crate::sync::{lock, AtomicU128, Ordering};
 use crate::Decision;
@@ -152,8 +152,9 @@ const MOVED: usize = usize::MAX;
 /// The fast path's report that the key is absent and its groups have no empty slot.
 const FULL: usize = usize::MAX - 1;
 
-/// A fixed-capacity table of packed states.
-pub(crate) struct PackedTable {
+/// A fixed-capacity table of packed states of the algorithm `A` (chosen once, at
+/// build: its compare-and-swap loops hold no match on the algorithm).
+pub(crate) struct PackedTable<A: PackedAlgorithm> {
     lines: Box<[Line]>,
     shards: Box<[CachePadded<Shard>]>,
     claims: ClaimLocks,
@@ -163,20 +164,20 @@ pub(crate) struct PackedTable {
     /// [`PAIRED_BYTES`]) rather than one at a time.
     paired: bool,
     /// Each tier's parameters.
-    params: Tiers<PackedParams>,
+    params: Tiers<A>,
     on_full: OnFull,
     /// The interval of each rate class the buckets' states are tagged with.
     rates: Rates,
 }
 
-impl PackedTable {
+impl<A: PackedAlgorithm> PackedTable<A> {
     /// The bytes a table of `geo` takes, computed before allocating; `None` when it
     /// exceeds the address space.
     pub(crate) fn bytes_for(geo: &Geometry, tiers: usize) -> Option<usize> {
         geo.slots()
             .div_ceil(4)
             .checked_mul(std::mem::size_of::<Line>())?
-            .checked_add(Tiers::<PackedParams>::bytes(tiers))?
+            .checked_add(Tiers::<A>::bytes(tiers))?
             .checked_add(Rates::BYTES)?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
             .checked_add(ClaimLocks::bytes(geo.slots()))?
@@ -186,7 +187,7 @@ impl PackedTable {
     /// Allocates every slot, once.
     pub(crate) fn new(
         geo: Geometry,
-        mut tiers: Vec<PackedParams>,
+        mut tiers: Vec<A>,
         on_full: OnFull,
         stats: bool,
     ) -> Result<Self, crate::ConfigError> {
@@ -230,7 +231,7 @@ impl PackedTable {
     }
 
     /// Each tier's parameters.
-    pub(crate) fn tiers(&self) -> &Tiers<PackedParams> {
+    pub(crate) fn tiers(&self) -> &Tiers<A> {
         &self.params
     }
 
@@ -426,25 +427,17 @@ impl PackedTable {
     /// the caller), at `now()` (re-read when the request has to start over), for
     /// `cost <= capacity`.
     #[inline]
-    pub(crate) fn decide(
-        &self,
-        h: u64,
-        now: impl Fn() -> u64,
-        cost: u32,
-        params: PackedParams,
-    ) -> Decision {
+    pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, params: A) -> Decision {
         // The fast path: the key is present and its slot keeps it. The loop computes
         // only the next state; the decision is computed once, from the state the
         // winning compare-and-swap replaced (the step is pure). Carrying the 40-byte
         // decision through the loop kept it in memory and stalled store forwarding
         // (39 ns instead of 28 ns per keyed check).
-        // Each algorithm gets its own copy of the loop, so the loop holds only that
-        // algorithm's values (a match inside it kept all three algorithms' live).
-        let hit = match params {
-            PackedParams::Gcra(p) if p.mixed() => self.decide_found(h, &now, cost, Classed(p)),
-            PackedParams::Gcra(p) => self.decide_found(h, &now, cost, p),
-            PackedParams::Fixed(p) => self.decide_found(h, &now, cost, p),
-            PackedParams::Sliding(p) => self.decide_found(h, &now, cost, p),
+        // The table is generic over the algorithm, so the loop holds only its values;
+        // a bucket in a table of several rates compares classes on a hit (`Classed`).
+        let hit = match params.gcra().filter(Gcra::mixed) {
+            Some(g) => self.decide_found(h, &now, cost, Classed(g)),
+            None => self.decide_found(h, &now, cost, params),
         };
         match hit {
             Ok(d) => d,
@@ -558,7 +551,7 @@ impl PackedTable {
         h: u64,
         now: impl Fn() -> u64,
         cost: u32,
-        params: PackedParams,
+        params: A,
         absent: Option<Scan>,
     ) -> Decision {
         let rate = params.gcra();
@@ -567,9 +560,9 @@ impl PackedTable {
         });
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
-            Placed::Absent((state, t)) => return params.step(state, t, cost).1,
+            Placed::Absent((state, t)) => return params.decision(state, t, cost),
             Placed::Stored((state, t)) | Placed::Untracked((state, t)) => {
-                params.step(state, t, cost).1
+                params.decision(state, t, cost)
             }
             // Refused under the deciding tier's policy (the table's is tier 0's).
             Placed::Refused(d) => d.with_policy(params.limit(), params.capacity()),
@@ -739,20 +732,16 @@ impl PackedTable {
 
     /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
     /// writing and inserting nothing.
-    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, params: PackedParams) -> Decision {
+    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, params: A) -> Decision {
         let fp = generation::probe_word(h);
         let loc = self.geo.locate(h);
         match self.scan(fp, &loc) {
-            Scan::Found(_, w) => {
-                params
-                    .step(self.adopt(w, params.gcra(), now).0, now, cost)
-                    .1
-            }
+            Scan::Found(_, w) => params.decision(self.adopt(w, params.gcra(), now).0, now, cost),
             // A missing key is decided as fresh, at no older reading than a reclaim
             // (as `decide` would).
             Scan::Absent { .. } => {
                 let now = self.shards[loc.shard].floor(now);
-                params.step(0, now, cost).1
+                params.decision(0, now, cost)
             }
         }
     }
@@ -785,12 +774,7 @@ impl PackedTable {
             return self.claim_locked(fp, loc, now, rate, key_word, f);
         }
         let params = self.params.get(0);
-        // One copy of the pass per algorithm, so the idle stamp is not dispatched per slot.
-        let survey = match params {
-            PackedParams::Gcra(p) => self.survey(fp, loc, now, |s| p.idle_at(s)),
-            PackedParams::Fixed(p) => self.survey(fp, loc, now, |s| p.idle_at(s)),
-            PackedParams::Sliding(p) => self.survey(fp, loc, now, |s| p.idle_at(s)),
-        };
+        let survey = self.survey(fp, loc, now, |s| params.idle_at(s));
         let soonest = match survey {
             // Inserted meanwhile: start over (the scan will find it).
             Survey::Found => return None,
@@ -861,10 +845,10 @@ impl PackedTable {
         // A reclaim may have happened since the caller's scan.
         let now = shard.floor(now);
         let mut scan = ClaimScan::new();
-        let ranking = params.ranking(now);
+        let reading = params.reading(now);
         // In a table of several bucket rates, what each entry used is compared in
         // requests: its debt converted into tier 0's interval (an idle state stays idle).
-        let mixed = params.gcra().filter(|g| g.mixed());
+        let mixed = params.gcra().filter(Gcra::mixed);
         let group = self.geo.group();
         let [a, b] = loc.groups;
         let count = if a == b { 1 } else { 2 };
@@ -898,7 +882,7 @@ impl PackedTable {
                     ),
                     None => state_of(w),
                 };
-                let (idle_at, rank) = ranking.of(state);
+                let (idle_at, rank) = params.rank(state, &reading);
                 if fw == 0 || idle_at <= now {
                     scan.free(wi, (i, w));
                 } else {
@@ -962,9 +946,9 @@ mod tests {
     const SECOND: u64 = 1_000_000_000;
 
     /// The token bucket's parameters for `quota`.
-    fn token_bucket(quota: Quota) -> PackedParams {
+    fn token_bucket(quota: Quota) -> Gcra {
         match Params::new(Algorithm::TokenBucket, quota).unwrap() {
-            Params::Packed(p) => p,
+            Params::Packed(p) => Gcra::from_params(p).expect("the token bucket's parameters"),
             Params::Log(_) => unreachable!("the token bucket is packed"),
         }
     }

@@ -24,7 +24,7 @@
 use super::generation;
 use super::packed::{fp_of, pack, PackedTable};
 use crate::algorithm::gcra::Gcra;
-use crate::algorithm::PackedParams;
+use crate::algorithm::packed::PackedAlgorithm;
 use crate::sync::{AtomicU64, Ordering};
 use crate::ConfigError;
 
@@ -40,12 +40,12 @@ impl Rates {
     /// Registers every bucket tier's interval, giving each distinct interval a class
     /// (in `tiers`' parameters). The groups have no classes: their states count
     /// requests, which carry over as they are.
-    pub(crate) fn new(tiers: &mut [PackedParams]) -> Result<Self, ConfigError> {
+    pub(crate) fn new<A: PackedAlgorithm>(tiers: &mut [A]) -> Result<Self, ConfigError> {
         let rates = Rates {
             intervals: std::array::from_fn(|_| AtomicU64::new(0)),
         };
         for tier in tiers.iter_mut() {
-            if let PackedParams::Gcra(g) = tier {
+            if let Some(g) = tier.gcra_mut() {
                 let class = match rates.find(g.interval()) {
                     Some(c) => c,
                     None => rates.unused().ok_or(ConfigError::TooManyRates {
@@ -59,7 +59,7 @@ impl Rates {
         }
         if rates.find_used(1) {
             for tier in tiers.iter_mut() {
-                if let PackedParams::Gcra(g) = tier {
+                if let Some(g) = tier.gcra_mut() {
                     *g = g.with_mixed();
                 }
             }
@@ -109,7 +109,7 @@ impl Rates {
 
 /// The table's side of rate classes: giving `set_quota`'s parameters a class, and
 /// converting states between classes (one pass over the slots).
-impl PackedTable {
+impl<A: PackedAlgorithm> PackedTable<A> {
     /// `p`, about to replace tier `tier`'s parameters (under the limiter's setting
     /// lock), with its rate class (see `keyed::rates`): the class of an interval
     /// already registered, else a class never given out. When every class is taken,
@@ -120,39 +120,30 @@ impl PackedTable {
     ///
     /// [`ConfigError::TooManyRates`](crate::ConfigError::TooManyRates) when every
     /// class is in use by a tier.
-    pub(crate) fn classify(
-        &self,
-        tier: usize,
-        p: PackedParams,
-        now: u64,
-    ) -> Result<PackedParams, crate::ConfigError> {
-        let PackedParams::Gcra(g) = self.pick_class(tier, p, now)? else {
+    pub(crate) fn classify(&self, tier: usize, p: A, now: u64) -> Result<A, crate::ConfigError> {
+        let mut p = self.pick_class(tier, p, now)?;
+        let Some(g) = p.gcra_mut() else {
             return Ok(p);
         };
         // From the first change of rate on, hits compare classes: every tier is
         // republished as mixed before the new class is (see `Gcra::mixed`).
         let old = self.tiers().get(tier).gcra();
         if !old.is_some_and(|o| o.mixed() || o.class() != g.class()) {
-            return Ok(PackedParams::Gcra(g));
+            return Ok(p);
         }
-        for (i, t) in self.tiers().all().enumerate().collect::<Vec<_>>() {
-            if let PackedParams::Gcra(t) = t {
-                if !t.mixed() {
-                    self.tiers().set(i, PackedParams::Gcra(t.with_mixed()));
-                }
+        for (i, mut t) in self.tiers().all().enumerate().collect::<Vec<_>>() {
+            if let Some(b) = t.gcra_mut().filter(|b| !b.mixed()) {
+                *b = b.with_mixed();
+                self.tiers().set(i, t);
             }
         }
-        Ok(PackedParams::Gcra(g.with_mixed()))
+        *g = g.with_mixed();
+        Ok(p)
     }
 
     /// [`classify`](Self::classify)'s choice of class.
-    fn pick_class(
-        &self,
-        tier: usize,
-        p: PackedParams,
-        now: u64,
-    ) -> Result<PackedParams, crate::ConfigError> {
-        let Some(g) = p.gcra() else {
+    fn pick_class(&self, tier: usize, mut p: A, now: u64) -> Result<A, crate::ConfigError> {
+        let Some(g) = p.gcra_mut() else {
             return Ok(p);
         };
         let interval = g.interval();
@@ -162,7 +153,8 @@ impl PackedTable {
             .or_else(|| self.rates().unused())
         {
             self.rates().give(c, interval);
-            return Ok(PackedParams::Gcra(g.with_class(c)));
+            *g = g.with_class(c);
+            return Ok(p);
         }
         let tiers: Vec<Gcra> = self.tiers().all().filter_map(|t| t.gcra()).collect();
         if tiers.is_empty() {
@@ -197,7 +189,8 @@ impl PackedTable {
                 max: CLASSES,
             })?;
         self.rates().give(c, interval);
-        Ok(PackedParams::Gcra(g.with_class(c)))
+        *g = g.with_class(c);
+        Ok(p)
     }
 
     /// `set_quota`'s carry-over, once tier `tier`'s new bucket parameters `into` are
@@ -206,7 +199,7 @@ impl PackedTable {
     /// (as Go's x/time/rate and Bucket4j do at a rate change: the debt is counted in
     /// the new quota from the change on). A state written meanwhile by a request that
     /// read the old quota keeps the old class and converts at its next decision.
-    pub(crate) fn carry_over(&self, tier: usize, old: PackedParams, now: u64) {
+    pub(crate) fn carry_over(&self, tier: usize, old: A, now: u64) {
         let (Some(old), Some(into)) = (old.gcra(), self.tiers().get(tier).gcra()) else {
             return;
         };

@@ -1,0 +1,144 @@
+//! The keyed verbs on the sliding log's table: [`KeyedTable`] for `LogTable`.
+
+use super::table::{Booked1, KeyedTable, Reserved1};
+use crate::algorithm::booking::{Booked, Booking};
+use crate::algorithm::sliding_log::SlidingLog;
+use crate::algorithm::Params;
+use crate::decision::Decision;
+use crate::error::ConfigError;
+use crate::reservation::Origin;
+use crate::table::counters::{Stripes, Totals};
+use crate::table::log::LogTable;
+use crate::table::packed::Placed;
+
+impl KeyedTable for LogTable {
+    type Params = SlidingLog;
+
+    #[inline(always)]
+    fn params(&self, tier: usize) -> SlidingLog {
+        self.tiers().get(tier)
+    }
+
+    #[inline(always)]
+    fn burst(&self, p: &SlidingLog) -> u32 {
+        p.limit()
+    }
+
+    #[inline(always)]
+    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: SlidingLog) -> Decision {
+        LogTable::decide(self, h, now(), cost, p)
+    }
+
+    fn peek(&self, h: u64, now: u64, cost: u32, p: SlidingLog) -> Decision {
+        LogTable::peek(self, h, now, cost, p)
+    }
+
+    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, params: SlidingLog) -> Booked1 {
+        let (placed, origin) = self.run_booked(
+            h,
+            now(),
+            n > 0,
+            |ring, t| {
+                let d = params.step(ring, t, n);
+                let booking = if d.is_allowed() {
+                    Booking::Log {
+                        at: ring.newest(),
+                        cost: n,
+                    }
+                } else {
+                    Booking::Nothing
+                };
+                (d, booking)
+            },
+            || (params.fresh(n), Booking::Nothing),
+        );
+        let placed = match placed {
+            Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.limit())),
+            other => other,
+        };
+        (placed, origin)
+    }
+
+    fn reserve(
+        &self,
+        h: u64,
+        now: impl Fn() -> u64,
+        n: u32,
+        limit: u64,
+        params: SlidingLog,
+    ) -> Reserved1 {
+        self.run_booked(
+            h,
+            now(),
+            true,
+            |ring, t| params.reserve(ring, t, n, limit).map(|b| (b, t)),
+            || {
+                let booked = Booked {
+                    wait: 0,
+                    decision: params.fresh(n),
+                    booking: Booking::Nothing,
+                };
+                Ok((booked, 0))
+            },
+        )
+    }
+
+    fn refund(&self, h: u64, booking: &Booking, origin: Origin, now: u64, _always: bool) {
+        let params = self.tiers().get(0);
+        if let Booking::Log { at, cost } = *booking {
+            LogTable::refund(self, h, origin, now, |ring, t| {
+                params.refund(ring, at, cost, t);
+            });
+        }
+    }
+
+    fn set_params(
+        &self,
+        tier: usize,
+        next: Params,
+        tiers: usize,
+        algorithm: crate::Algorithm,
+        _now: impl Fn() -> u64,
+    ) -> Result<(), ConfigError> {
+        // Params::new for this limiter's own algorithm builds the same kind.
+        let Params::Log(l) = next else {
+            return Ok(());
+        };
+        let current = Params::Log(self.tiers().get(tier));
+        current.can_become(&next, self.ring_len())?;
+        if tiers > 1 {
+            super::builder::tier_fits(algorithm, &Params::Log(self.tiers().get(0)), &next, tier)?;
+        }
+        self.tiers().set(tier, l);
+        Ok(())
+    }
+
+    fn reset(&self, h: u64) -> bool {
+        LogTable::reset(self, h)
+    }
+
+    fn occupancy(&self, now: u64) -> (u64, u64) {
+        LogTable::occupancy(self, now)
+    }
+
+    fn totals(&self) -> Totals {
+        LogTable::totals(self)
+    }
+
+    #[inline(always)]
+    fn counts(&self) -> &Stripes {
+        LogTable::counts(self)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        LogTable::memory_bytes(self)
+    }
+
+    fn ring_bytes(&self) -> usize {
+        LogTable::ring_bytes(self)
+    }
+
+    fn is_lock_free(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,142 @@
+//! The keyed verbs on a packed table: [`KeyedTable`] for `PackedTable<A>`, once for
+//! every packed algorithm `A`.
+
+use super::table::{Booked1, KeyedTable, Reserved1};
+use crate::algorithm::booking::Booking;
+use crate::algorithm::packed::PackedAlgorithm;
+use crate::algorithm::Params;
+use crate::decision::Decision;
+use crate::error::ConfigError;
+use crate::reservation::Origin;
+use crate::table::counters::{Stripes, Totals};
+use crate::table::packed::{PackedTable, Placed};
+
+impl<A: PackedAlgorithm> KeyedTable for PackedTable<A> {
+    type Params = A;
+
+    #[inline(always)]
+    fn params(&self, tier: usize) -> A {
+        self.tiers().get(tier)
+    }
+
+    #[inline(always)]
+    fn burst(&self, p: &A) -> u32 {
+        p.capacity()
+    }
+
+    #[inline(always)]
+    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: A) -> Decision {
+        PackedTable::decide(self, h, now, cost, p)
+    }
+
+    fn peek(&self, h: u64, now: u64, cost: u32, p: A) -> Decision {
+        PackedTable::peek(self, h, now, cost, p)
+    }
+
+    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, params: A) -> Booked1 {
+        // As the table's `decide`: only the next state inside the compare-and-swap
+        // loop, the decision and booking once after. A zero-cost check inserts nothing
+        // (as `check_n(&key, 0)`). A denial in a window later than the reading's is
+        // decided once more at a fresh reading (see `Step::ahead`).
+        let mut again = true;
+        let (placed, origin) = loop {
+            let (placed, origin) = self.run_booked(h, &now, n > 0, params.gcra(), |state, t| {
+                (params.next_state(state, t, n), (state, t))
+            });
+            if let Placed::Stored((state, t)) = placed {
+                if again && params.ahead(state, t) && !params.decision(state, t, n).is_allowed() {
+                    again = false;
+                    continue;
+                }
+            }
+            break (placed, origin);
+        };
+        let outcome = |(state, t): (u64, u64)| {
+            let (next, d) = params.both(state, t, n);
+            (d, next.map_or(Booking::Nothing, |s| params.booking(s, n)))
+        };
+        let placed = match placed {
+            Placed::Stored(at) => Placed::Stored(outcome(at)),
+            Placed::Absent(at) => Placed::Absent(outcome(at)),
+            Placed::Untracked(at) => Placed::Untracked(outcome(at)),
+            Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.capacity())),
+        };
+        (placed, origin)
+    }
+
+    fn reserve(&self, h: u64, now: impl Fn() -> u64, n: u32, limit: u64, params: A) -> Reserved1 {
+        self.run_booked(h, now, true, params.gcra(), |state, t| {
+            let (next, r) = params.reserve(state, t, n, limit);
+            (next, r.map(|b| (b, t)))
+        })
+    }
+
+    fn refund(&self, h: u64, booking: &Booking, origin: Origin, now: u64, always: bool) {
+        let params = self.tiers().get(0);
+        PackedTable::refund(self, h, origin, now, |state, t| {
+            params.refund(state, booking, t, always)
+        });
+    }
+
+    fn set_params(
+        &self,
+        tier: usize,
+        next: Params,
+        _tiers: usize,
+        algorithm: crate::Algorithm,
+        now: impl Fn() -> u64,
+    ) -> Result<(), ConfigError> {
+        // Params::new for this limiter's own algorithm builds the same kind.
+        let Params::Packed(packed) = next else {
+            return Ok(());
+        };
+        let Some(p) = A::from_params(packed) else {
+            return Ok(());
+        };
+        let current = Params::Packed(self.tiers().get(tier).into_params());
+        current.can_become(&next, 0)?;
+        super::builder::tier_fits(
+            algorithm,
+            &Params::Packed(self.tiers().get(0).into_params()),
+            &Params::Packed(packed),
+            tier,
+        )?;
+        // The buckets' rate class: what each key owes carries over in requests,
+        // converted into the new quota from the change on.
+        let now = now();
+        let p = self.classify(tier, p, now)?;
+        let old = self.tiers().get(tier);
+        self.tiers().set(tier, p);
+        self.carry_over(tier, old, now);
+        Ok(())
+    }
+
+    fn reset(&self, h: u64) -> bool {
+        PackedTable::reset(self, h)
+    }
+
+    fn occupancy(&self, now: u64) -> (u64, u64) {
+        PackedTable::occupancy(self, now)
+    }
+
+    fn totals(&self) -> Totals {
+        PackedTable::totals(self)
+    }
+
+    #[inline(always)]
+    fn counts(&self) -> &Stripes {
+        PackedTable::counts(self)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        PackedTable::memory_bytes(self)
+    }
+
+    fn ring_bytes(&self) -> usize {
+        0
+    }
+
+    fn is_lock_free(&self) -> bool {
+        crate::sync::slot_word_is_lock_free()
+    }
+}
