@@ -2,8 +2,8 @@
 //! and the locked ring of the sliding log.
 
 use crate::algorithm::booking::{Booking, Reserved};
+use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::sliding_log::{Ring, SlidingLog};
-use crate::algorithm::PackedParams;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crate::Decision;
 
@@ -62,9 +62,9 @@ impl PackedCell {
     /// A denial in a window later than the reading's (see `Step::ahead`) is decided
     /// once more at a fresh reading of `clock`.
     #[inline]
-    pub(crate) fn decide(
+    pub(crate) fn decide<A: PackedAlgorithm>(
         &self,
-        params: PackedParams,
+        params: A,
         now: u64,
         cost: u32,
         clock: impl Fn() -> u64,
@@ -79,9 +79,9 @@ impl PackedCell {
     /// [`decide`](Self::decide) at one reading: the state the decision was made on,
     /// and the decision.
     #[inline(always)]
-    fn decide_at(&self, params: PackedParams, now: u64, cost: u32) -> (u64, Decision) {
+    fn decide_at<A: PackedAlgorithm>(&self, params: A, now: u64, cost: u32) -> (u64, Decision) {
         let mut current = self.state.load(Ordering::Acquire);
-        while let Some(next) = params.step(current, now, cost).0 {
+        while let Some(next) = params.both(current, now, cost).0 {
             match self.state.compare_exchange_weak(
                 current,
                 next,
@@ -92,29 +92,29 @@ impl PackedCell {
                 Err(actual) => current = actual,
             }
         }
-        (current, params.step(current, now, cost).1)
+        (current, params.both(current, now, cost).1)
     }
 
     /// The second decision of a stale denial, off the hot path.
     #[cold]
     #[inline(never)]
-    fn decide_again(&self, params: PackedParams, now: u64, cost: u32) -> Decision {
+    fn decide_again<A: PackedAlgorithm>(&self, params: A, now: u64, cost: u32) -> Decision {
         self.decide_at(params, now, cost).1
     }
 
     /// The decision for `cost` at `now`, writing nothing.
     #[inline]
-    pub(crate) fn peek(&self, params: &PackedParams, now: u64, cost: u32) -> Decision {
-        params.step(self.state.load(Ordering::Acquire), now, cost).1
+    pub(crate) fn peek<A: PackedAlgorithm>(&self, params: &A, now: u64, cost: u32) -> Decision {
+        params.both(self.state.load(Ordering::Acquire), now, cost).1
     }
 
     /// One decision, with what it booked when admitted (for a roll-back).
     /// A denial in a window later than the reading's is decided once more at a fresh
     /// reading of `clock` (as [`decide`](Self::decide)); the reading decided at is
     /// returned with the decision.
-    pub(crate) fn decide_booked(
+    pub(crate) fn decide_booked<A: PackedAlgorithm>(
         &self,
-        params: &PackedParams,
+        params: &A,
         now: u64,
         cost: u32,
         clock: impl Fn() -> u64,
@@ -124,8 +124,8 @@ impl PackedCell {
         let mut now = now;
         let mut again = true;
         loop {
-            let before = self.update(move |state| (params.step(state, now, cost).0, state));
-            let (next, d) = params.step(before, now, cost);
+            let before = self.update(move |state| (params.both(state, now, cost).0, state));
+            let (next, d) = params.both(before, now, cost);
             if again && !d.is_allowed() && params.ahead(before, now) {
                 again = false;
                 now = clock().max(now);
@@ -137,9 +137,9 @@ impl PackedCell {
     }
 
     /// Books `cost` at `now` within `max_wait`, in one compare-and-swap.
-    pub(crate) fn reserve(
+    pub(crate) fn reserve<A: PackedAlgorithm>(
         &self,
-        params: &PackedParams,
+        params: &A,
         now: u64,
         cost: u32,
         max_wait: u64,
@@ -147,11 +147,11 @@ impl PackedCell {
         self.update(|state| params.reserve(state, now, cost, max_wait))
     }
 
-    /// Gives `booking` back at `now` (see `PackedParams::refund`: a cancel, or a
+    /// Gives `booking` back at `now` (see `PackedAlgorithm::refund`: a cancel, or a
     /// roll-back when `roll_back`).
-    pub(crate) fn refund(
+    pub(crate) fn refund<A: PackedAlgorithm>(
         &self,
-        params: &PackedParams,
+        params: &A,
         booking: &Booking,
         now: u64,
         roll_back: bool,

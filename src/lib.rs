@@ -42,6 +42,7 @@ mod quota;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 mod reservation;
+mod store;
 mod sync;
 mod table;
 mod wait;

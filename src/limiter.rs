@@ -1,13 +1,11 @@
 //! `RateLimiter`: one key, any algorithm, any clock.
 
 use crate::algorithm::booking::Booking;
-use crate::algorithm::sliding_log::SlidingLog;
-use crate::algorithm::{PackedParams, Params};
-use crate::cell::{LogCell, PackedCell};
-use crate::reservation::{
-    max_wait_ns, reservable, too_long, Ledger, Origin, Reservation, ReserveError,
-};
-use crate::sync::{lock, CopyCell, Mutex, Swap};
+use crate::algorithm::Params;
+use crate::reservation::{Ledger, Origin, Reservation, ReserveError};
+use crate::store::cell::CellStore;
+use crate::store::{by_algorithm, verbs, Store};
+use crate::sync::{lock, CopyCell, Mutex};
 use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
 use std::fmt;
 use std::time::Duration;
@@ -29,20 +27,12 @@ use std::time::Duration;
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 pub struct RateLimiter<C: Clock = QuantaClock> {
-    engine: Engine,
+    store: CellStore,
     clock: C,
     algorithm: Algorithm,
     quota: CopyCell<Quota>,
     /// Serializes `set_quota` calls (deciders never take it).
     setting: Mutex<()>,
-}
-
-/// The cell, and its parameters behind a [`Swap`] so that `set_quota` can replace
-/// them while deciders run (each decision loads them once).
-enum Engine {
-    Packed(Swap<PackedParams>, PackedCell),
-    /// The log also keeps the length of the ring allocated at build.
-    Log(Swap<SlidingLog>, LogCell, u32),
 }
 
 impl RateLimiter {
@@ -137,12 +127,9 @@ impl<C: Clock> RateLimiterBuilder<C> {
     /// assert!(matches!(err, ConfigError::BurstNotSupported { .. }));
     /// ```
     pub fn build(self) -> Result<RateLimiter<C>, ConfigError> {
-        let engine = match Params::new(self.algorithm, self.quota)? {
-            Params::Packed(p) => Engine::Packed(Swap::new(p), PackedCell::new()),
-            Params::Log(l) => Engine::Log(Swap::new(l), LogCell::new(&l), l.limit()),
-        };
+        let store = CellStore::new(Params::new(self.algorithm, self.quota)?);
         Ok(RateLimiter {
-            engine,
+            store,
             clock: self.clock,
             algorithm: self.algorithm,
             quota: CopyCell::new(self.quota),
@@ -191,20 +178,7 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[inline]
     pub fn check_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
-        // The parameters are read once: the capacity checked is the one decided with.
-        let now = crate::algorithm::now(&self.clock);
-        match &self.engine {
-            Engine::Packed(params, cell) => {
-                let p = params.load();
-                InsufficientCapacity::check(n, p.capacity())?;
-                Ok(cell.decide(p, now, n, || crate::algorithm::now(&self.clock)))
-            }
-            Engine::Log(params, cell, _) => {
-                let l = params.load();
-                InsufficientCapacity::check(n, l.limit())?;
-                Ok(cell.decide(&l, now, n))
-            }
-        }
+        by_algorithm!(&self.store, e => verbs::check_n(e, 0, n, 0, || self.now()))
     }
 
     /// The decision a request of cost 1 would get now, consuming nothing: whether it
@@ -227,11 +201,8 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[must_use = "a peek changes nothing; it only reports"]
     pub fn peek(&self) -> Decision {
-        let now = crate::algorithm::now(&self.clock);
-        match &self.engine {
-            Engine::Packed(params, cell) => cell.peek(&params.load(), now, 1),
-            Engine::Log(params, cell, _) => cell.peek(&params.load(), now, 1),
-        }
+        let now = self.now();
+        by_algorithm!(&self.store, e => e.peek(0, now, 1, e.params(0)))
     }
 
     /// Books `n` now for a request that proceeds after
@@ -272,37 +243,12 @@ impl<C: Clock> RateLimiter<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reserve(&self, n: u32, max_wait: Duration) -> Result<Reservation<'_>, ReserveError> {
-        let now = crate::algorithm::now(&self.clock);
-        let limit = max_wait_ns(max_wait);
-        // The parameters are read once: a concurrent set_quota cannot slip a cost past
-        // the capacity it is booked with.
-        let booked = match &self.engine {
-            Engine::Packed(params, cell) => {
-                let p = params.load();
-                reservable(n, p.capacity())?;
-                cell.reserve(&p, now, n, limit)
-            }
-            Engine::Log(params, cell, _) => {
-                let l = params.load();
-                reservable(n, l.limit())?;
-                cell.reserve(&l, now, n, limit)
-            }
-        };
-        match booked {
-            Ok(b) => Ok(Reservation::new(b, now, self, 0, Origin::Cell)),
-            Err(wait) => Err(too_long(wait, max_wait)),
-        }
+        by_algorithm!(&self.store, e => verbs::reserve(e, self, 0, n, max_wait, 0, || self.now()))
     }
 
     #[inline]
     fn decide(&self, n: u32) -> Decision {
-        let now = crate::algorithm::now(&self.clock);
-        match &self.engine {
-            Engine::Packed(params, cell) => {
-                cell.decide(params.load(), now, n, || crate::algorithm::now(&self.clock))
-            }
-            Engine::Log(params, cell, _) => cell.decide(&params.load(), now, n),
-        }
+        by_algorithm!(&self.store, e => e.decide(0, || self.now(), n, e.params(0)))
     }
 
     /// Replaces the quota at run time, keeping the state: deciders are never blocked
@@ -352,31 +298,7 @@ impl<C: Clock> RateLimiter<C> {
     pub fn set_quota(&self, quota: Quota) -> Result<(), ConfigError> {
         let next = Params::new(self.algorithm, quota)?;
         let _one_at_a_time = lock(&self.setting);
-        match (&self.engine, next) {
-            (Engine::Packed(params, cell), Params::Packed(p)) => {
-                let old = params.load();
-                Params::Packed(old).can_become(&next, 0)?;
-                params.store(p);
-                // The buckets: what the state owes carries over in requests (a request
-                // that read the old quota before the store may still count its own
-                // cost under it).
-                if let (Some(a), Some(b)) = (old.gcra(), p.gcra()) {
-                    if a.interval() != b.interval() {
-                        let now = crate::algorithm::now(&self.clock);
-                        cell.update(|tat| {
-                            let to = b.convert(tat, a.interval(), now);
-                            ((to != tat).then_some(to), ())
-                        });
-                    }
-                }
-            }
-            (Engine::Log(params, _, ring), Params::Log(l)) => {
-                Params::Log(params.load()).can_become(&next, *ring)?;
-                params.store(l);
-            }
-            // Params::new for this limiter's own algorithm builds the same kind.
-            _ => return Ok(()),
-        }
+        by_algorithm!(&self.store, e => e.set_params(0, next, 1, self.algorithm, || self.now()))?;
         self.quota.store(quota);
         Ok(())
     }
@@ -394,10 +316,7 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[must_use]
     pub fn burst(&self) -> u32 {
-        match &self.engine {
-            Engine::Packed(p, _) => p.load().capacity(),
-            Engine::Log(l, _, _) => l.load().limit(),
-        }
+        by_algorithm!(&self.store, e => e.burst(&e.params(0)))
     }
 
     /// The old name of [`burst`](Self::burst).
@@ -480,15 +399,21 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[must_use]
     pub fn memory_bytes(&self) -> usize {
-        let ring = match &self.engine {
-            Engine::Packed(..) => 0,
-            Engine::Log(_, _, ring) => *ring as usize * std::mem::size_of::<u64>(),
+        let ring = match &self.store {
+            crate::store::ByAlgorithm::Log(l) => l.ring_bytes(),
+            _ => 0,
         };
         std::mem::size_of::<Self>() + ring
     }
 }
 
 impl<C: Clock> RateLimiter<C> {
+    /// The engine's reading of the clock.
+    #[inline]
+    fn now(&self) -> u64 {
+        crate::algorithm::now(&self.clock)
+    }
+
     /// Gives `undo`'s admission back exactly (as far as no later booking depends on
     /// it), due or not.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
@@ -498,59 +423,19 @@ impl<C: Clock> RateLimiter<C> {
 }
 
 impl<C: Clock> Ledger for RateLimiter<C> {
-    fn refund(&self, _key: u64, booking: &Booking, _origin: Origin, due: u64, always: bool) {
-        let now = crate::algorithm::now(&self.clock);
-        if !always && now > due {
-            return;
-        }
-        match &self.engine {
-            Engine::Packed(params, cell) => cell.refund(&params.load(), booking, now, always),
-            Engine::Log(params, cell, _) => cell.refund(&params.load(), booking, now),
-        }
+    fn refund(&self, _key: u64, booking: &Booking, origin: Origin, due: u64, always: bool) {
+        let now = self.now();
+        by_algorithm!(&self.store, e => verbs::refund(e, 0, booking, origin, due, always, now));
     }
 }
 
 impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
     fn book(&self, n: u32) -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity> {
-        let now = crate::algorithm::now(&self.clock);
-        let (d, booking, now) = match &self.engine {
-            Engine::Packed(params, cell) => {
-                let p = params.load();
-                InsufficientCapacity::check(n, p.capacity())?;
-                cell.decide_booked(&p, now, n, || crate::algorithm::now(&self.clock))
-            }
-            Engine::Log(params, cell, _) => {
-                let l = params.load();
-                InsufficientCapacity::check(n, l.limit())?;
-                let (d, booking) = cell.decide_booked(&l, now, n);
-                (d, booking, now)
-            }
-        };
-        let booked = crate::algorithm::booking::Booked {
-            wait: 0,
-            decision: d,
-            booking,
-        };
-        let reservation = d
-            .is_allowed()
-            .then(|| Reservation::new(booked, now, self, 0, Origin::Cell));
-        Ok((d, reservation))
+        by_algorithm!(&self.store, e => verbs::book(e, self, 0, n, 0, || self.now()))
     }
 
     fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
-        let now = crate::algorithm::now(&self.clock);
-        Ok(match &self.engine {
-            Engine::Packed(params, cell) => {
-                let p = params.load();
-                InsufficientCapacity::check(n, p.capacity())?;
-                cell.peek(&p, now, n)
-            }
-            Engine::Log(params, cell, _) => {
-                let l = params.load();
-                InsufficientCapacity::check(n, l.limit())?;
-                cell.peek(&l, now, n)
-            }
-        })
+        by_algorithm!(&self.store, e => verbs::peek_n(e, 0, n, 0, self.now()))
     }
 }
 

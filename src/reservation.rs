@@ -30,7 +30,7 @@ pub(crate) enum Origin {
     Slot {
         /// The entry's generation (1 to 65,535).
         gen: u16,
-        /// The rate class the booking was counted in (see `keyed::rates`): a state
+        /// The rate class the booking was counted in (see `table::packed::rates`): a state
         /// converted to another since gives nothing back.
         class: u8,
         /// The shard's epoch before the booking.

@@ -152,7 +152,7 @@ fn roll_back_racing_a_check_gives_back_exactly_its_own() {
 /// first), the cancel gives that booking back, except when the booking itself raced
 /// the reset (it read the shard's epoch before the reset and its state after): then it
 /// cannot tell the states apart and keeps the capacity, never gives more (see
-/// `keyed::generation`).
+/// `table::generation`).
 #[test]
 fn cancel_racing_a_reset_gives_nothing_to_the_fresh_state() {
     for algorithm in [

@@ -38,7 +38,7 @@ pub(crate) struct Gcra {
     limit: u32,
     /// Flags, as one word (the `PackedParams` tag word, see its `Words`): bit 8, the
     /// leaky bucket's shaper (report the hold time in `Decision::delay`); bits 16–19,
-    /// the rate class a keyed table gave this interval (see `keyed::rates`: states it
+    /// the rate class a keyed table gave this interval (see `table::packed::rates`: states it
     /// writes are tagged with it, so that a request under another interval converts
     /// what the key owes, see [`convert`](Self::convert)); bit 20, whether the table
     /// may hold states of several classes (several tier rates, or a rate changed by

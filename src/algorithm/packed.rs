@@ -329,8 +329,8 @@ impl PackedAlgorithm for SlidingWindow {
     }
 }
 
-/// Parameters of a packed algorithm chosen at run time (a `RateLimiter`'s cell, the
-/// builders): each method dispatches once to the algorithm's [`PackedAlgorithm`].
+/// Parameters of a packed algorithm chosen at run time: what `Params::new` builds,
+/// before the builders pick the store of that algorithm ([`PackedAlgorithm::from_params`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PackedParams {
     Gcra(Gcra),
@@ -349,6 +349,9 @@ macro_rules! each {
     };
 }
 
+/// The run-time choice's dispatch to its algorithm, for the algorithm tests (which run
+/// every algorithm through one value); the limiters call [`PackedAlgorithm`] directly.
+#[cfg(test)]
 impl PackedParams {
     /// One decision: the new state (`None` to leave it) and the decision.
     ///
@@ -362,21 +365,8 @@ impl PackedParams {
     }
 
     /// `step(state, now, cost).0`: the new state alone (see [`Step::next_state`]).
-    #[cfg(test)]
     pub(crate) fn next_state(&self, state: u64, now: u64, cost: u32) -> Option<u64> {
         each!(self, p => p.next_state(state, now, cost))
-    }
-
-    /// [`PackedAlgorithm::gcra`].
-    #[inline(always)]
-    pub(crate) fn gcra(&self) -> Option<Gcra> {
-        each!(self, p => PackedAlgorithm::gcra(p))
-    }
-
-    /// [`Step::ahead`] of the algorithm.
-    #[inline(always)]
-    pub(crate) fn ahead(&self, state: u64, now: u64) -> bool {
-        each!(self, p => p.ahead(state, now))
     }
 
     /// [`PackedAlgorithm::reserve`].
@@ -391,38 +381,17 @@ impl PackedParams {
         each!(self, p => PackedAlgorithm::reserve(p, state, now, cost, max_wait))
     }
 
-    /// [`PackedAlgorithm::booking`].
-    #[inline]
-    pub(crate) fn booking(&self, state: u64, cost: u32) -> Booking {
-        each!(self, p => PackedAlgorithm::booking(p, state, cost))
-    }
-
-    /// [`PackedAlgorithm::refund`].
-    #[inline]
-    pub(crate) fn refund(
-        &self,
-        state: u64,
-        booking: &Booking,
-        now: u64,
-        roll_back: bool,
-    ) -> Option<u64> {
-        each!(self, p => PackedAlgorithm::refund(p, state, booking, now, roll_back))
-    }
-
     /// [`PackedAlgorithm::is_idle`].
-    #[cfg(test)]
     pub(crate) fn is_idle(&self, state: u64, now: u64) -> bool {
         each!(self, p => PackedAlgorithm::is_idle(p, state, now))
     }
 
     /// [`PackedAlgorithm::idle_at`].
-    #[cfg(test)]
     pub(crate) fn idle_at(&self, state: u64) -> u64 {
         each!(self, p => PackedAlgorithm::idle_at(p, state))
     }
 
     /// The eviction ranking at the reading `now` (see [`Ranking::of`]).
-    #[cfg(test)]
     pub(crate) fn ranking(&self, now: u64) -> Ranking {
         Ranking {
             params: *self,

@@ -21,7 +21,7 @@ pub(crate) struct SlidingLog {
 }
 
 /// Where a ring's timestamps live: a box of its own (one limiter's log) or a slice of
-/// the keyed table's single block (see `keyed::log_table`).
+/// the keyed table's single block (see `table::log`).
 pub(crate) trait Stamps {
     /// The `i`-th stored timestamp (`i < len`).
     fn get(&self, i: usize) -> u64;

@@ -1,12 +1,12 @@
 //! Building a [`KeyedRateLimiter`]: the builder, and the checks its tiers pass.
 
-use super::table::Table;
 use super::{KeyedRateLimiter, OnFull};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::{PackedAlgorithm, PackedParams, Params};
+use crate::store::Table;
 use crate::sync::{CopyCell, Mutex};
 use crate::table::geometry::{Geometry, MAX_CAPACITY};
 use crate::table::log::LogTable;

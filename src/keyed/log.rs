@@ -1,17 +1,17 @@
-//! The keyed verbs on the sliding log's table: [`KeyedTable`] for `LogTable`.
+//! The keyed verbs on the sliding log's table: [`Store`] for `LogTable`.
 
-use super::table::{Booked1, KeyedTable, Reserved1};
 use crate::algorithm::booking::{Booked, Booking};
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::reservation::Origin;
-use crate::table::counters::{Stripes, Totals};
+use crate::store::{Booked1, KeyedStore, Reserved1, Store};
+use crate::table::counters::Totals;
 use crate::table::log::LogTable;
 use crate::table::packed::Placed;
 
-impl KeyedTable for LogTable {
+impl Store for LogTable {
     type Params = SlidingLog;
 
     #[inline(always)]
@@ -113,6 +113,13 @@ impl KeyedTable for LogTable {
         Ok(())
     }
 
+    #[inline(always)]
+    fn count(&self, cost: u32, d: &Decision) {
+        self.counts().count(cost, d);
+    }
+}
+
+impl KeyedStore for LogTable {
     fn reset(&self, h: u64) -> bool {
         LogTable::reset(self, h)
     }
@@ -123,11 +130,6 @@ impl KeyedTable for LogTable {
 
     fn totals(&self) -> Totals {
         LogTable::totals(self)
-    }
-
-    #[inline(always)]
-    fn counts(&self) -> &Stripes {
-        LogTable::counts(self)
     }
 
     fn memory_bytes(&self) -> usize {

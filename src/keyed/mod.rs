@@ -6,10 +6,10 @@
 mod builder;
 mod log;
 mod packed;
-pub(crate) mod table;
 mod tier;
 mod verbs;
 
+use crate::store::{self, by_algorithm, KeyedStore, Store, Table};
 use crate::sync::{CopyCell, Mutex};
 pub use crate::table::OnFull;
 use crate::{Algorithm, Clock, Decision, InsufficientCapacity, QuantaClock, Quota};
@@ -17,7 +17,6 @@ pub use builder::KeyedRateLimiterBuilder;
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
-use table::{with_table, KeyedTable, Table};
 pub use tier::Tier;
 pub use verbs::KeyLimit;
 
@@ -189,7 +188,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// `tier` would get now, consuming nothing.
     pub(crate) fn peek_hashed(&self, h: u64, n: u32, tier: usize) -> Decision {
         let now = self.now();
-        with_table!(&self.table, t => t.peek(h, now, n, t.params(tier)))
+        by_algorithm!(&self.table, t => t.peek(h, now, n, t.params(tier)))
     }
 
     #[inline]
@@ -202,7 +201,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     #[inline]
     pub(crate) fn check_one(&self, key: &K, tier: usize) -> Decision {
         let h = self.hasher.hash_one(key);
-        with_table!(&self.table, t => KeyedTable::decide(t, h, || self.now(), 1, t.params(tier)))
+        by_algorithm!(&self.table, t => Store::decide(t, h, || self.now(), 1, t.params(tier)))
     }
 
     /// One request of cost `n` for `key` under tier `tier`, checked against the
@@ -215,11 +214,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         tier: usize,
     ) -> Result<Decision, InsufficientCapacity> {
         let h = self.hasher.hash_one(key);
-        with_table!(&self.table, t => {
-            let p = t.params(tier);
-            InsufficientCapacity::check(n, t.burst(&p))?;
-            Ok(KeyedTable::decide(t, h, || self.now(), n, p))
-        })
+        by_algorithm!(&self.table, t => store::verbs::check_n(t, h, n, tier, || self.now()))
     }
 
     /// The number of keys with a non-idle state the table was built to hold.
@@ -280,7 +275,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
 
     /// Tier `tier`'s burst.
     pub(crate) fn burst_in(&self, tier: usize) -> u32 {
-        with_table!(&self.table, t => t.burst(&t.params(tier)))
+        by_algorithm!(&self.table, t => t.burst(&t.params(tier)))
     }
 
     /// The old name of [`burst`](Self::burst).
@@ -320,7 +315,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[must_use]
     pub fn is_lock_free(&self) -> bool {
-        with_table!(&self.table, t => t.is_lock_free())
+        by_algorithm!(&self.table, t => t.is_lock_free())
     }
 
     /// Bytes the limiter occupies: the table (slots, shard counters and, for the
@@ -343,7 +338,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[must_use]
     pub fn memory_bytes(&self) -> usize {
-        let table = with_table!(&self.table, t => KeyedTable::memory_bytes(t));
+        let table = by_algorithm!(&self.table, t => KeyedStore::memory_bytes(t));
         std::mem::size_of::<Self>() + table
     }
 
@@ -360,7 +355,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// ```
     #[must_use]
     pub fn ring_bytes(&self) -> usize {
-        with_table!(&self.table, t => KeyedTable::ring_bytes(t))
+        by_algorithm!(&self.table, t => KeyedStore::ring_bytes(t))
     }
 
     /// A snapshot of the counters and occupancy. Counting the occupancy visits every
@@ -381,7 +376,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     pub fn stats(&self) -> Stats {
         let now = self.now();
         let (t, (occupied, active)) =
-            with_table!(&self.table, t => (KeyedTable::totals(t), KeyedTable::occupancy(t, now)));
+            by_algorithm!(&self.table, t => (KeyedStore::totals(t), KeyedStore::occupancy(t, now)));
         Stats {
             allowed: t.allowed,
             rejected: t.rejected,

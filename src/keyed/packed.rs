@@ -1,17 +1,17 @@
-//! The keyed verbs on a packed table: [`KeyedTable`] for `PackedTable<A>`, once for
+//! The keyed verbs on a packed table: [`Store`] for `PackedTable<A>`, once for
 //! every packed algorithm `A`.
 
-use super::table::{Booked1, KeyedTable, Reserved1};
 use crate::algorithm::booking::Booking;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::reservation::Origin;
-use crate::table::counters::{Stripes, Totals};
+use crate::store::{Booked1, KeyedStore, Reserved1, Store};
+use crate::table::counters::Totals;
 use crate::table::packed::{PackedTable, Placed};
 
-impl<A: PackedAlgorithm> KeyedTable for PackedTable<A> {
+impl<A: PackedAlgorithm> Store for PackedTable<A> {
     type Params = A;
 
     #[inline(always)]
@@ -111,6 +111,13 @@ impl<A: PackedAlgorithm> KeyedTable for PackedTable<A> {
         Ok(())
     }
 
+    #[inline(always)]
+    fn count(&self, cost: u32, d: &Decision) {
+        self.counts().count(cost, d);
+    }
+}
+
+impl<A: PackedAlgorithm> KeyedStore for PackedTable<A> {
     fn reset(&self, h: u64) -> bool {
         PackedTable::reset(self, h)
     }
@@ -121,11 +128,6 @@ impl<A: PackedAlgorithm> KeyedTable for PackedTable<A> {
 
     fn totals(&self) -> Totals {
         PackedTable::totals(self)
-    }
-
-    #[inline(always)]
-    fn counts(&self) -> &Stripes {
-        PackedTable::counts(self)
     }
 
     fn memory_bytes(&self) -> usize {

@@ -1,14 +1,11 @@
 //! The keyed limiter's reservations and multi-limit bookings, on the tables' `run`.
 
-use super::table::{with_table, KeyedTable};
 use super::KeyedRateLimiter;
-use crate::algorithm::booking::{Booked, Booking};
+use crate::algorithm::booking::Booking;
 use crate::algorithm::Params;
-use crate::reservation::{
-    max_wait_ns, reservable, too_long, Ledger, Origin, Reservation, ReserveError,
-};
+use crate::reservation::{Ledger, Origin, Reservation, ReserveError};
+use crate::store::{by_algorithm, verbs, KeyedStore, Store};
 use crate::sync::lock;
-use crate::table::packed::Placed;
 use crate::{Clock, ConfigError, Decision, InsufficientCapacity, Quota};
 use std::hash::Hash;
 use std::marker::PhantomData;
@@ -63,27 +60,9 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         tier: usize,
     ) -> Result<Reservation<'_>, ReserveError> {
         let h = self.hasher.hash_one(key);
-        let limit = max_wait_ns(max_wait);
-        // The parameters are read once: the capacity checked is the one booked with.
-        let (placed, origin) = with_table!(&self.table, t => {
-            let params = t.params(tier);
-            reservable(n, t.burst(&params))?;
-            t.reserve(h, || self.now(), n, limit, params)
-        });
-        match placed {
-            Placed::Stored(Ok((b, now))) => Ok(Reservation::new(b, now, self, h, origin)),
-            // An untracked admission books nothing (and a booking always writes, so
-            // a key left absent cannot have been booked).
-            Placed::Untracked(Ok((b, _))) | Placed::Absent(Ok((b, _))) => {
-                Ok(Reservation::untracked(b.decision))
-            }
-            Placed::Stored(Err(wait))
-            | Placed::Untracked(Err(wait))
-            | Placed::Absent(Err(wait)) => Err(too_long(wait, max_wait)),
-            Placed::Refused(d) => Err(ReserveError::Refused {
-                retry_after: d.retry_after().unwrap_or_default(),
-            }),
-        }
+        by_algorithm!(&self.table, t => {
+            verbs::reserve(t, self, h, n, max_wait, tier, || self.now())
+        })
     }
 
     /// Replaces the quota of every key at run time, keeping every key's state;
@@ -124,7 +103,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         let next = Params::new(self.algorithm, quota)?;
         let _one_at_a_time = lock(&self.setting);
         let tiers = self.quotas.len();
-        with_table!(&self.table, t => {
+        by_algorithm!(&self.table, t => {
             t.set_params(tier, next, tiers, self.algorithm, || self.now())
         })?;
         self.quotas[tier].store(quota);
@@ -202,7 +181,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     pub fn reset(&self, key: &K) -> bool {
         let h = self.hasher.hash_one(key);
         // A new generation of the key's state: no booking made before gives it anything.
-        with_table!(&self.table, t => KeyedTable::reset(t, h))
+        by_algorithm!(&self.table, t => KeyedStore::reset(t, h))
     }
 
     /// Removes `key`: the same as [`reset`](Self::reset) (an idle slot is a free
@@ -244,7 +223,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     #[must_use]
     pub fn len(&self) -> usize {
         let now = self.now();
-        let (_, active) = with_table!(&self.table, t => KeyedTable::occupancy(t, now));
+        let (_, active) = by_algorithm!(&self.table, t => KeyedStore::occupancy(t, now));
         active as usize
     }
 
@@ -308,12 +287,9 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
 
 impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
     fn refund(&self, key: u64, booking: &Booking, origin: Origin, due: u64, always: bool) {
-        let now = self.now();
-        if !always && now > due {
-            return;
-        }
         // Only on the state the booking was made on (see `reservation::Origin`).
-        with_table!(&self.table, t => KeyedTable::refund(t, key, booking, origin, now, always));
+        let now = self.now();
+        by_algorithm!(&self.table, t => verbs::refund(t, key, booking, origin, due, always, now));
     }
 }
 
@@ -346,38 +322,11 @@ impl<K: Hash + ?Sized, C: Clock> std::fmt::Debug for KeyLimit<'_, K, C> {
 impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K, C> {
     fn book(&self, n: u32) -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity> {
         let l = self.limiter;
-        let (placed, origin) = with_table!(&l.table, t => {
-            let params = t.params(self.tier);
-            InsufficientCapacity::check(n, t.burst(&params))?;
-            t.book(self.hash, || l.now(), n, params)
-        });
-        let (d, booking) = match placed {
-            Placed::Stored(r) => r,
-            Placed::Absent((d, _)) | Placed::Untracked((d, _)) => (d, Booking::Nothing),
-            Placed::Refused(d) => (d, Booking::Nothing),
-        };
-        // Counted as a check is (a roll-back later does not uncount it).
-        if n > 0 {
-            with_table!(&l.table, t => KeyedTable::counts(t).count(n, &d));
-        }
-        let booked = Booked {
-            wait: 0,
-            decision: d,
-            booking,
-        };
-        let reservation = d
-            .is_allowed()
-            .then(|| Reservation::new(booked, 0, l, self.hash, origin));
-        Ok((d, reservation))
+        by_algorithm!(&l.table, t => verbs::book(t, l, self.hash, n, self.tier, || l.now()))
     }
 
     fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
         let l = self.limiter;
-        let now = l.now();
-        with_table!(&l.table, t => {
-            let p = t.params(self.tier);
-            InsufficientCapacity::check(n, t.burst(&p))?;
-            Ok(KeyedTable::peek(t, self.hash, now, n, p))
-        })
+        by_algorithm!(&l.table, t => verbs::peek_n(t, self.hash, n, self.tier, l.now()))
     }
 }

@@ -12,7 +12,7 @@
 //! only: it ORs the low 20 bits to ones and compares with the key's *probe word*,
 //! `hash | 0xF_FFFF` (one OR more than comparing whole words). Two keys share a state
 //! only if their hashes agree in the top 44 bits and they share a group. The class
-//! (`keyed::rates`) says which bucket interval wrote the state. Every write that keeps
+//! (`table::packed::rates`) says which bucket interval wrote the state. Every write that keeps
 //! a key's state keeps its generation; a write that gives the key a new state (reset,
 //! removal, an install after a reclaim or eviction) gives it a new generation.
 //!

@@ -19,7 +19,7 @@
 //! * [`packed`]: `PackedTable`, lock-free 16-byte slots `(key word, state)` updated by
 //!   one compare-and-swap (token bucket, leaky bucket, fixed and sliding window); its
 //!   protocol, and why a key's request can never touch another key's state, is on the
-//!   module. [`rates`] holds its rate classes (carry-over across quota changes).
+//!   module. `packed::rates` holds its rate classes (carry-over across quota changes).
 //! * [`log`]: `LogTable`, a lock and a hint word per slot (the sliding log, whose state
 //!   does not fit a word).
 //!
@@ -33,7 +33,6 @@ pub(crate) mod generation;
 pub(crate) mod geometry;
 pub(crate) mod log;
 pub(crate) mod packed;
-pub(crate) mod rates;
 pub(crate) mod tiers;
 
 pub use claim::OnFull;

@@ -1,8 +1,16 @@
-//! The keyed limiter's seam over its table: [`KeyedTable`], what every verb needs of a
-//! table (decide, peek, book, reserve, refund, reset, change a tier's quota), written
-//! once per slot kind (`packed.rs` for `PackedTable<A>`, `log.rs` for the sliding
-//! log's table); and [`Table`], the kind chosen at build, matched once per verb by
-//! [`with_table!`] so that everything under it is monomorphic.
+//! The one seam under every limiter's verbs: [`Store`], where a limiter keeps its
+//! state (a single cell for `RateLimiter`, a keyed table for `KeyedRateLimiter`) and
+//! what the verbs need of it: decide, peek, book (to roll back exactly), reserve,
+//! refund, change a tier's quota. The verbs are written once over it (`verbs`); each
+//! kind of store is written once per slot kind (`cell` for `RateLimiter`'s, the keyed
+//! tables in `keyed::packed` and `keyed::log`).
+//!
+//! [`ByAlgorithm`] holds the store of the algorithm chosen at build, one variant per
+//! kind of state, matched once per verb by [`by_algorithm!`]: everything under the
+//! match is monomorphic (the compare-and-swap loops hold no match on the algorithm).
+
+pub(crate) mod cell;
+pub(crate) mod verbs;
 
 use crate::algorithm::booking::{Booked, Booking};
 use crate::algorithm::fixed_window::FixedWindow;
@@ -12,46 +20,54 @@ use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::reservation::Origin;
-use crate::table::counters::{Stripes, Totals};
+use crate::table::counters::Totals;
 use crate::table::log::LogTable;
 use crate::table::packed::{PackedTable, Placed};
 
-/// A keyed limiter's table, of the kind its algorithm needs (chosen once, at build).
-pub(super) enum Table {
-    Gcra(PackedTable<Gcra>),
-    Fixed(PackedTable<FixedWindow>),
-    Sliding(PackedTable<SlidingWindow>),
-    Log(LogTable),
+/// A store of the kind each algorithm needs (chosen once, at build): the token and
+/// leaky buckets' (`G`), the fixed window's (`F`), the sliding window's (`S`), the
+/// sliding log's (`L`).
+pub(crate) enum ByAlgorithm<G, F, S, L> {
+    Gcra(G),
+    Fixed(F),
+    Sliding(S),
+    Log(L),
 }
 
-/// `$body` with `$t` bound to the table, whatever its kind: one match per verb, each
+/// A keyed limiter's table.
+pub(crate) type Table =
+    ByAlgorithm<PackedTable<Gcra>, PackedTable<FixedWindow>, PackedTable<SlidingWindow>, LogTable>;
+
+/// `$body` with `$s` bound to the store, whatever its kind: one match per verb, each
 /// arm its own monomorphic copy of `$body`.
-macro_rules! with_table {
-    ($table:expr, $t:ident => $body:expr) => {
-        match $table {
-            $crate::keyed::table::Table::Gcra($t) => $body,
-            $crate::keyed::table::Table::Fixed($t) => $body,
-            $crate::keyed::table::Table::Sliding($t) => $body,
-            $crate::keyed::table::Table::Log($t) => $body,
+macro_rules! by_algorithm {
+    ($store:expr, $s:ident => $body:expr) => {
+        match $store {
+            $crate::store::ByAlgorithm::Gcra($s) => $body,
+            $crate::store::ByAlgorithm::Fixed($s) => $body,
+            $crate::store::ByAlgorithm::Sliding($s) => $body,
+            $crate::store::ByAlgorithm::Log($s) => $body,
         }
     };
 }
-pub(super) use with_table;
+pub(crate) use by_algorithm;
 
 /// What one request's booking returns: where it took effect (the decision and what
 /// it booked) and the state it was booked on.
-pub(super) type Booked1 = (Placed<(Decision, Booking)>, Origin);
+pub(crate) type Booked1 = (Placed<(Decision, Booking)>, Origin);
 
 /// What a reservation returns: where it took effect (the booking and the reading, or
 /// the wait that exceeded the bound) and the state it was booked on.
-pub(super) type Reserved1 = (Placed<Result<(Booked, u64), u64>>, Origin);
+pub(crate) type Reserved1 = (Placed<Result<(Booked, u64), u64>>, Origin);
 
-/// What the keyed limiter's verbs need of a table: each verb written once over it.
+/// What the verbs need of a limiter's state: each verb written once over it (see
+/// `verbs`). `h` is the key's hash (ignored by a single cell).
 ///
-/// Every method that takes `now` reads it at most once per attempt (the tables re-read
-/// it when a request starts over); `params` are one tier's, read once by the caller
-/// ([`params`](Self::params)) so that the cost checked is the one decided with.
-pub(super) trait KeyedTable {
+/// Every method that takes `now` reads it at most once per attempt (a store re-reads
+/// it when a request starts over, or decides a stale window denial again); `params`
+/// are one tier's, read once by the caller ([`params`](Self::params)) so that the cost
+/// checked is the one decided with.
+pub(crate) trait Store {
     /// One tier's parameters.
     type Params: Copy;
 
@@ -61,7 +77,8 @@ pub(super) trait KeyedTable {
     /// The largest cost `p` ever admits at once (the burst, or the limit).
     fn burst(&self, p: &Self::Params) -> u32;
 
-    /// One decision of `cost` (at most the burst) for the key hashed to `h`, counted.
+    /// One decision of `cost` (at most the burst) for the key hashed to `h`, counted
+    /// (see [`count`](Self::count)).
     fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: Self::Params) -> Decision;
 
     /// The decision of `cost` for the key hashed to `h` at `now`, writing nothing.
@@ -102,6 +119,14 @@ pub(super) trait KeyedTable {
         now: impl Fn() -> u64,
     ) -> Result<(), ConfigError>;
 
+    /// Counts a decision of `cost` in the statistics (a keyed table's; a cell keeps
+    /// none).
+    fn count(&self, cost: u32, d: &Decision);
+}
+
+/// What a keyed limiter needs of its table beyond the verbs: resets, occupancy,
+/// counters and sizes.
+pub(crate) trait KeyedStore: Store {
     /// Gives the key hashed to `h` a fresh state of a new generation; `false` when the
     /// table does not hold it.
     fn reset(&self, h: u64) -> bool;
@@ -112,13 +137,10 @@ pub(super) trait KeyedTable {
     /// The counters summed.
     fn totals(&self) -> Totals;
 
-    /// The per-decision counters.
-    fn counts(&self) -> &Stripes;
-
     /// Bytes of the table.
     fn memory_bytes(&self) -> usize;
 
-    /// Bytes of one slot's ring (0 where the state is the slot's).
+    /// Bytes of one slot's ring (0 where the state is a word).
     fn ring_bytes(&self) -> usize;
 
     /// Whether every decision is lock-free on this machine.

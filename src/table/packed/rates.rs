@@ -8,7 +8,7 @@
 //! the state.
 //!
 //! Each distinct interval a table decides with gets a *class* (0 to 15), kept in every
-//! packed slot's key word (`keyed::generation`) and in the bucket's parameters. A
+//! packed slot's key word (`table::generation`) and in the bucket's parameters. A
 //! request whose parameters' class differs from its entry's converts the state from
 //! the interval this registry holds for the entry's class, and writes its own class.
 //!
@@ -21,11 +21,11 @@
 //! by a later one could write a state the table misreads: two quota changes within
 //! one decision's time.
 
-use super::generation;
-use super::packed::{fp_of, pack, PackedTable};
+use super::{fp_of, pack, PackedTable};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::sync::{AtomicU64, Ordering};
+use crate::table::generation;
 use crate::ConfigError;
 
 /// Rate classes per table.
@@ -111,7 +111,7 @@ impl Rates {
 /// converting states between classes (one pass over the slots).
 impl<A: PackedAlgorithm> PackedTable<A> {
     /// `p`, about to replace tier `tier`'s parameters (under the limiter's setting
-    /// lock), with its rate class (see `keyed::rates`): the class of an interval
+    /// lock), with its rate class (see `table::packed::rates`): the class of an interval
     /// already registered, else a class never given out. When every class is taken,
     /// the states of classes no tier uses any more are first converted into tier 0's
     /// class at `now` ([`sweep`](Self::sweep)) and those classes reused.

@@ -1,0 +1,144 @@
+//! The verbs, written once over [`Store`]: what `RateLimiter`, `KeyedRateLimiter`,
+//! its tiers and its keys' [`Limit`](crate::Limit)s do, each a thin call into these.
+//!
+//! Each reads one tier's parameters once, so that the cost checked against the burst
+//! is the cost decided with, whatever a concurrent `set_quota` does.
+
+use super::Store;
+use crate::algorithm::booking::Booked;
+use crate::decision::Decision;
+use crate::error::InsufficientCapacity;
+use crate::reservation::{
+    max_wait_ns, reservable, too_long, Ledger, Origin, Reservation, ReserveError,
+};
+use crate::table::packed::Placed;
+use std::time::Duration;
+
+/// A request of cost `n` for the key hashed to `h` under tier `tier`, decided now.
+///
+/// # Errors
+///
+/// [`InsufficientCapacity`] when `n` exceeds the tier's burst.
+#[inline(always)]
+pub(crate) fn check_n<S: Store>(
+    s: &S,
+    h: u64,
+    n: u32,
+    tier: usize,
+    now: impl Fn() -> u64,
+) -> Result<Decision, InsufficientCapacity> {
+    let p = s.params(tier);
+    InsufficientCapacity::check(n, s.burst(&p))?;
+    Ok(s.decide(h, now, n, p))
+}
+
+/// What a request of cost `n` would get at `now`, consuming and inserting nothing.
+///
+/// # Errors
+///
+/// [`InsufficientCapacity`] when `n` exceeds the tier's burst.
+pub(crate) fn peek_n<S: Store>(
+    s: &S,
+    h: u64,
+    n: u32,
+    tier: usize,
+    now: u64,
+) -> Result<Decision, InsufficientCapacity> {
+    let p = s.params(tier);
+    InsufficientCapacity::check(n, s.burst(&p))?;
+    Ok(s.peek(h, now, n, p))
+}
+
+/// Books `n` at the earliest time it may proceed, within `max_wait`; the reservation
+/// gives it back through `ledger`.
+///
+/// # Errors
+///
+/// [`ReserveError::InsufficientCapacity`], [`ReserveError::TooLong`],
+/// [`ReserveError::Refused`] (a full table under `OnFull::Deny`). Nothing is booked
+/// then.
+pub(crate) fn reserve<'a, S: Store>(
+    s: &S,
+    ledger: &'a dyn Ledger,
+    h: u64,
+    n: u32,
+    max_wait: Duration,
+    tier: usize,
+    now: impl Fn() -> u64,
+) -> Result<Reservation<'a>, ReserveError> {
+    let limit = max_wait_ns(max_wait);
+    let p = s.params(tier);
+    reservable(n, s.burst(&p))?;
+    let (placed, origin) = s.reserve(h, now, n, limit, p);
+    match placed {
+        Placed::Stored(Ok((b, now))) => Ok(Reservation::new(b, now, ledger, h, origin)),
+        // An untracked admission books nothing (and a booking always writes, so a key
+        // left absent cannot have been booked).
+        Placed::Untracked(Ok((b, _))) | Placed::Absent(Ok((b, _))) => {
+            Ok(Reservation::untracked(b.decision))
+        }
+        Placed::Stored(Err(wait)) | Placed::Untracked(Err(wait)) | Placed::Absent(Err(wait)) => {
+            Err(too_long(wait, max_wait))
+        }
+        Placed::Refused(d) => Err(ReserveError::Refused {
+            retry_after: d.retry_after().unwrap_or_default(),
+        }),
+    }
+}
+
+/// Decides `n` now, all or nothing, and when admitted the reservation that rolls it
+/// back exactly (what `check_all` books on each limit). Counted as a check is (a
+/// roll-back does not uncount it).
+///
+/// # Errors
+///
+/// [`InsufficientCapacity`] when `n` exceeds the tier's burst.
+pub(crate) fn book<'a, S: Store>(
+    s: &S,
+    ledger: &'a dyn Ledger,
+    h: u64,
+    n: u32,
+    tier: usize,
+    now: impl Fn() -> u64,
+) -> Result<(Decision, Option<Reservation<'a>>), InsufficientCapacity> {
+    let p = s.params(tier);
+    InsufficientCapacity::check(n, s.burst(&p))?;
+    let (placed, origin) = s.book(h, now, n, p);
+    let (decision, booking) = match placed {
+        Placed::Stored(r) => r,
+        Placed::Absent((d, _)) | Placed::Untracked((d, _)) => {
+            (d, crate::algorithm::booking::Booking::Nothing)
+        }
+        Placed::Refused(d) => (d, crate::algorithm::booking::Booking::Nothing),
+    };
+    if n > 0 {
+        s.count(n, &decision);
+    }
+    let booked = Booked {
+        wait: 0,
+        decision,
+        booking,
+    };
+    // Rolled back at once or kept: never cancelled, so its due time is never read.
+    let reservation = decision
+        .is_allowed()
+        .then(|| Reservation::new(booked, 0, ledger, h, origin));
+    Ok((decision, reservation))
+}
+
+/// Gives `booking` back at `now`: by a cancel only while it is not due (`due`), by a
+/// roll-back (`always`) whether or not; only to the state `origin` identifies.
+pub(crate) fn refund<S: Store>(
+    s: &S,
+    h: u64,
+    booking: &crate::algorithm::booking::Booking,
+    origin: Origin,
+    due: u64,
+    always: bool,
+    now: u64,
+) {
+    if !always && now > due {
+        return;
+    }
+    s.refund(h, booking, origin, now, always);
+}

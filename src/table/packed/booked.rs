@@ -1,0 +1,188 @@
+//! A packed table's transitions beyond a decision: booked runs (for reservations
+//! and multi-limit checks), refunds to the state a booking was made on, resets, and
+//! peeks.
+
+use super::{fp_of, pack, state_of, PackedTable, Placed, Scan};
+use crate::algorithm::gcra::Gcra;
+use crate::algorithm::packed::PackedAlgorithm;
+use crate::decision::Decision;
+use crate::reservation::Origin;
+use crate::sync::Ordering;
+use crate::table::generation;
+
+impl<A: PackedAlgorithm> PackedTable<A> {
+    /// Runs the transition `f(state, now) -> (new state or None, result)` on the key
+    /// hashed to `h`, inside the table's protocol (lock-free lookup and update, claims
+    /// of empty slots, locked reclaims, the reclaim-race floor on readings). A missing
+    /// key is inserted only if `insert` and `f` writes a state for it; otherwise `f`
+    /// is run on the fresh state `0` and nothing is written ([`Placed::Absent`]).
+    /// `f` may run several times under contention, so it must be pure.
+    ///
+    /// Also returns what identifies the state the transition was stored on
+    /// ([`Origin::Slot`]; see `table::generation`), for a later
+    /// [`refund`](Self::refund).
+    pub(crate) fn run_booked<R>(
+        &self,
+        h: u64,
+        now: impl Fn() -> u64,
+        insert: bool,
+        rate: Option<Gcra>,
+        f: impl FnMut(u64, u64) -> (Option<u64>, R),
+    ) -> (Placed<R>, Origin) {
+        // Read before the state is loaded: every later event on the key numbers above it.
+        let epoch = self.shards[self.geo.locate(h).shard].epoch();
+        let (placed, word) = self.run_from(None, h, now, insert, rate, f);
+        let (gen, class) = (generation::of(word), generation::class_of(word));
+        (placed, Origin::Slot { gen, class, epoch })
+    }
+
+    /// Applies `f(state, now)` to the key hashed to `h` only while its state is the
+    /// one `origin` (from [`run_booked`](Self::run_booked)) identifies: nothing when
+    /// the key is gone, or was reset, reclaimed or evicted since (see
+    /// `table::generation`).
+    pub(crate) fn refund(
+        &self,
+        h: u64,
+        origin: Origin,
+        now: u64,
+        mut f: impl FnMut(u64, u64) -> Option<u64>,
+    ) {
+        let Origin::Slot { gen, class, epoch } = origin else {
+            return;
+        };
+        let fp = generation::probe_word(h);
+        let loc = self.geo.locate(h);
+        let Scan::Found(i, mut word) = self.scan(fp, &loc) else {
+            return;
+        };
+        let shard = &self.shards[loc.shard];
+        loop {
+            let kw = fp_of(word);
+            if generation::of(kw) != gen
+                || generation::class_of(kw) != class
+                || !generation::within(gen, epoch, shard.epoch())
+            {
+                return;
+            }
+            let Some(next) = f(state_of(word), now) else {
+                return;
+            };
+            match self.slot(i).compare_exchange(
+                word,
+                pack(fp_of(word), next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Gives the key hashed to `h` a fresh state (`0`) of a new generation, so that no
+    /// booking made before gives anything to it. `false` when the table does not hold
+    /// the key.
+    pub(crate) fn reset(&self, h: u64) -> bool {
+        let fp = generation::probe_word(h);
+        let loc = self.geo.locate(h);
+        let shard = &self.shards[loc.shard];
+        let Scan::Found(i, mut word) = self.scan(fp, &loc) else {
+            return false;
+        };
+        loop {
+            // The next epoch is taken after loading the word it replaces.
+            let class = generation::class_of(fp_of(word));
+            let fresh = pack(generation::word(fp, shard.next_epoch(), class), 0);
+            match self
+                .slot(i)
+                .compare_exchange(word, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// [`run_booked`](Self::run_booked), starting from `first`, a scan of the key's groups the
+    /// caller made (before or after this function's reading, either is sound: a missing
+    /// key's reading is floored by the reclaim stamp read after the scan, and a found
+    /// key's state decides any reading, a stale one only more strictly).
+    #[inline(always)]
+    pub(super) fn run_from<R>(
+        &self,
+        mut first: Option<Scan>,
+        h: u64,
+        now: impl Fn() -> u64,
+        insert: bool,
+        rate: Option<Gcra>,
+        mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
+    ) -> (Placed<R>, u64) {
+        let mut key_word = 0;
+        let fp = generation::probe_word(h);
+        let loc = self.geo.locate(h);
+        let mut t = now();
+        loop {
+            let scan = match first.take() {
+                Some(scan) => scan,
+                None => self.scan(fp, &loc),
+            };
+            match scan {
+                Scan::Found(i, w) => {
+                    if let Some((r, kw)) = self.update(i, fp, w, t, rate, &mut f) {
+                        return (Placed::Stored(r), kw);
+                    }
+                }
+                Scan::Absent { first_empty } => {
+                    // Never decide a missing key at a reading older than a reclaim in
+                    // its shard: its old entry may have been reclaimed at that reading.
+                    t = self.shards[loc.shard].floor(t);
+                    let (next, r) = f(0, t);
+                    let Some(next) = next.filter(|_| insert) else {
+                        return (Placed::Absent(r), 0);
+                    };
+                    if let Some(e) = first_empty {
+                        let class = rate.map_or(0, |g| g.class());
+                        let kw = generation::word(fp, self.shards[loc.shard].epoch(), class);
+                        if self
+                            .slot(e)
+                            .compare_exchange(
+                                0,
+                                pack(kw, next),
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            )
+                            .is_ok()
+                        {
+                            return (Placed::Stored(r), kw);
+                        }
+                    } else if let Some(placed) =
+                        self.claim(fp, &loc, t, rate, &mut key_word, &mut f)
+                    {
+                        return (placed, key_word);
+                    }
+                }
+            }
+            // Lost a race: the slot changed under us. Start over with a fresh reading
+            // (never older than the one we had).
+            t = t.max(now());
+        }
+    }
+
+    /// The decision for `cost` (at least 1) for the key hashed to `h` at `now`,
+    /// writing and inserting nothing.
+    pub(crate) fn peek(&self, h: u64, now: u64, cost: u32, params: A) -> Decision {
+        let fp = generation::probe_word(h);
+        let loc = self.geo.locate(h);
+        match self.scan(fp, &loc) {
+            Scan::Found(_, w) => params.decision(self.adopt(w, params.gcra(), now).0, now, cost),
+            // A missing key is decided as fresh, at no older reading than a reclaim
+            // (as `decide` would).
+            Scan::Absent { .. } => {
+                let now = self.shards[loc.shard].floor(now);
+                params.decision(0, now, cost)
+            }
+        }
+    }
+}

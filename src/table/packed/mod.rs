@@ -1,0 +1,431 @@
+//! The packed keyed table: one 16-byte atomic word per slot, `(fingerprint, state)`.
+//!
+//! # The protocol, and why one key's request can never touch another key's state
+//!
+//! Slot word, 128 bits: `fingerprint << 64 | state`; fingerprint `0` is an empty slot.
+//! Every write to a slot is a 128-bit compare-and-swap of the whole word:
+//!
+//! * **update** (the key is present): `load → step → CAS(old word, (fp, new state))`.
+//!   The CAS succeeds only if the slot still holds this key's fingerprint *and* the
+//!   state the step was computed from. If the fingerprint changed (the slot was
+//!   reclaimed or evicted for another key), the request restarts from the lookup. So a
+//!   request of key A is never applied to key B's state, nor B's to A's: there is no
+//!   "slot handle" to go stale, only a value compared in full (no ABA: equal words
+//!   mean equal key and equal state, and the step is a pure function of them).
+//! * **claim of an empty slot** (lock-free): a scan of the key's candidate groups in
+//!   its canonical order (the two groups interleaved, which balances them: see
+//!   `Location::probe`) that reaches an empty slot before any copy of the key installs
+//!   the key in that slot. Slots never become empty again, so every slot before a key's
+//!   position stays occupied: a scan that meets an empty slot has passed the key's only
+//!   possible positions, and so stops there (a miss on a table that is not full costs
+//!   a probe or two, not two whole groups). Two threads inserting the same key cannot
+//!   both succeed in different slots: the one whose target comes later in the order
+//!   read the other's target after it was claimed and so saw the key there.
+//! * **claim of an occupied slot** (idle reclaim, eviction): only when the scan found no
+//!   empty slot (and none can appear again). These claims take the key's claim lock
+//!   (one of a table-wide set, chosen by the fingerprint: see `ClaimLocks`) and rescan
+//!   under it, so all replacing claims of one key are serialized; together with the
+//!   rule above, a key is never present twice. Claims of other keys, even in the same
+//!   shard, usually hold other locks and proceed in parallel; when two pick the same
+//!   slot, its compare-and-swap lets one win and the other start over. Ranking the
+//!   candidates reads each state once: its *idle stamp* (the time from which it says
+//!   nothing, `PackedAlgorithm::idle_at`: a bucket's theoretical arrival time, a window's
+//!   end) tells an idle entry from a live one, and an eviction takes the live entry
+//!   that has used least (`algorithm::Ranking`: a bucket's debt, a window's count;
+//!   ties by idle stamp), so no step runs under the lock and a throttled key is never
+//!   evicted while an entry that has used less can go. The eviction's compare-and-swap
+//!   fails if the victim's state changed since it was ranked (the request starts
+//!   over).
+//!
+//! * **a request in flight across a reclaim**: a request reads the clock once, before
+//!   its lookup. If, meanwhile, another thread with a later reading found the key idle
+//!   and gave its slot away, the request finds the key missing. Deciding it fresh at
+//!   its own (older) reading would hand back quota the old state still withheld at
+//!   that reading. So every replacing claim first raises its shard's `reclaimed_at`
+//!   stamp to its reading, then installs; and a key found missing is decided at no
+//!   earlier than the stamp (read after the scan, which saw the installed word and so
+//!   the stamp before it). Its old state was idle (or, under `Evict`, forgotten) at
+//!   the stamp, so deciding fresh there is what the old state would have decided.
+//!   This also covers cores whose clocks disagree.
+//!
+//! * **a refusal when nothing is free** (`OnFull::Deny`, `OnFull::Allow`): a pass over
+//!   the key's full groups without the lock that finds every entry live at the
+//!   request's reading answers at once (refused, or admitted untracked), writing
+//!   nothing: at that reading the key had no room, so the answer is ordered before any
+//!   claim of the same key that found room at a later reading (see `PackedTable::claim`).
+//!
+//! Lookups, updates and refusals never lock; a claim that replaces an entry holds its
+//! key's claim lock for one scan of two groups and one CAS.
+
+use super::claim::{ClaimLocks, OnFull};
+use super::counters::{new_shards, totals, Shard, Stripes, Totals};
+use super::generation::{self, MATCH_BITS};
+use super::geometry::{Geometry, Location, MAX_CAPACITY};
+use super::tiers::Tiers;
+use crate::algorithm::gcra::Gcra;
+use crate::algorithm::packed::PackedAlgorithm;
+use crate::sync::{AtomicU128, Ordering};
+use crate::Decision;
+use crossbeam_utils::CachePadded;
+use rates::Rates;
+
+/// The key word of a slot word (see `table::generation`: the key's tag and its
+/// state's generation).
+#[inline]
+pub(super) fn fp_of(word: u128) -> u64 {
+    (word >> 64) as u64
+}
+
+/// The state of a slot word.
+#[inline]
+fn state_of(word: u128) -> u64 {
+    word as u64
+}
+
+/// The slot word for the key word `fp` with `state`.
+#[inline]
+pub(super) fn pack(fp: u64, state: u64) -> u128 {
+    (u128::from(fp) << 64) | u128::from(state)
+}
+
+/// Where a transition run by a keyed table (`run_booked`) took effect.
+#[derive(Debug)]
+pub(crate) enum Placed<R> {
+    /// On the key's stored state (found, or inserted).
+    Stored(R),
+    /// The key is not in the table and nothing was inserted: the result of the
+    /// transition on a fresh state, not written.
+    Absent(R),
+    /// A new key admitted untracked (`OnFull::Allow`): the transition's result on a
+    /// fresh state, not written.
+    Untracked(R),
+    /// A new key refused (`OnFull::Deny`): the refusal.
+    Refused(Decision),
+}
+
+/// The outcome of a scan of a key's candidate groups.
+enum Scan {
+    Found(usize, u128),
+    Absent { first_empty: Option<usize> },
+}
+
+/// What [`PackedTable::survey`] finds in a key's full groups.
+enum Survey {
+    /// The key (inserted meanwhile).
+    Found,
+    /// An empty slot or an entry idle at the reading.
+    Free,
+    /// Only live entries; the soonest goes idle at `soonest`.
+    Live { soonest: u64 },
+}
+
+impl Scan {
+    /// The scan a fast path's miss (`PackedTable::decide_found`'s `Err`) reports, for the
+    /// slow path to start from: `None` when the key's slot went to another key (the
+    /// slow path scans again).
+    fn resume(missed: usize) -> Option<Scan> {
+        match missed {
+            MOVED => None,
+            FULL => Some(Scan::Absent { first_empty: None }),
+            e => Some(Scan::Absent {
+                first_empty: Some(e),
+            }),
+        }
+    }
+}
+
+/// Four slots on one cache line, so that a group of 12 slots is 3 whole lines.
+#[repr(align(64))]
+struct Line([AtomicU128; 4]);
+
+/// Tables of more slot bytes than this (4 MiB, more than a core's share of the caches
+/// here) probe both candidate groups in pairs all the way: there a lookup's loads are
+/// cache misses, and overlapping them hides one. Smaller tables probe the first pair
+/// together and the rest one slot at a time (a slot a key rarely reaches is then not
+/// loaded for nothing).
+const PAIRED_BYTES: usize = 4 << 20;
+
+/// The fast path's report that the key's slot went to another key (see
+/// `PackedTable::decide_found`).
+const MOVED: usize = usize::MAX;
+/// The fast path's report that the key is absent and its groups have no empty slot.
+const FULL: usize = usize::MAX - 1;
+
+/// A fixed-capacity table of packed states of the algorithm `A` (chosen once, at
+/// build: its compare-and-swap loops hold no match on the algorithm).
+pub(crate) struct PackedTable<A: PackedAlgorithm> {
+    lines: Box<[Line]>,
+    shards: Box<[CachePadded<Shard>]>,
+    claims: ClaimLocks,
+    counts: Stripes,
+    geo: Geometry,
+    /// Whether lookups load both groups' slots in pairs (tables larger than
+    /// [`PAIRED_BYTES`]) rather than one at a time.
+    paired: bool,
+    /// Each tier's parameters.
+    params: Tiers<A>,
+    on_full: OnFull,
+    /// The interval of each rate class the buckets' states are tagged with.
+    rates: Rates,
+}
+
+impl<A: PackedAlgorithm> PackedTable<A> {
+    /// The bytes a table of `geo` takes, computed before allocating; `None` when it
+    /// exceeds the address space.
+    pub(crate) fn bytes_for(geo: &Geometry, tiers: usize) -> Option<usize> {
+        geo.slots()
+            .div_ceil(4)
+            .checked_mul(std::mem::size_of::<Line>())?
+            .checked_add(Tiers::<A>::bytes(tiers))?
+            .checked_add(Rates::BYTES)?
+            .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
+            .checked_add(ClaimLocks::bytes(geo.slots()))?
+            .checked_add(Stripes::BYTES)
+    }
+
+    /// Allocates every slot, once.
+    pub(crate) fn new(
+        geo: Geometry,
+        mut tiers: Vec<A>,
+        on_full: OnFull,
+        stats: bool,
+    ) -> Result<Self, crate::ConfigError> {
+        let rates = Rates::new(&mut tiers)?;
+        let n = geo.slots().div_ceil(4);
+        let mut lines = Vec::new();
+        lines
+            .try_reserve_exact(n)
+            .map_err(|_| crate::ConfigError::InvalidCapacity {
+                requested: geo.capacity(),
+                max: MAX_CAPACITY,
+            })?;
+        lines.extend((0..n).map(|_| Line(std::array::from_fn(|_| AtomicU128::new(0)))));
+        Ok(PackedTable {
+            lines: lines.into_boxed_slice(),
+            shards: new_shards(geo.shards()),
+            claims: ClaimLocks::new(geo.slots()),
+            counts: Stripes::new(stats),
+            paired: n * std::mem::size_of::<Line>() > PAIRED_BYTES,
+            geo,
+            rates,
+            params: Tiers::new(tiers),
+            on_full,
+        })
+    }
+
+    /// Bytes of the slots and shard metadata.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.lines)
+            + self.params.memory_bytes()
+            + std::mem::size_of_val(&*self.shards)
+            + ClaimLocks::bytes(self.geo.slots())
+            + self.counts.memory_bytes()
+            + Rates::BYTES
+    }
+
+    /// Slot `i`.
+    #[inline]
+    fn slot(&self, i: usize) -> &AtomicU128 {
+        &self.lines[i / 4].0[i % 4]
+    }
+
+    /// Each tier's parameters.
+    pub(crate) fn tiers(&self) -> &Tiers<A> {
+        &self.params
+    }
+
+    /// The interval of each rate class (see `table::packed::rates`).
+    pub(super) fn rates(&self) -> &Rates {
+        &self.rates
+    }
+
+    /// Every slot word, in order.
+    pub(super) fn slot_words(&self) -> impl Iterator<Item = &AtomicU128> {
+        self.lines.iter().flat_map(|l| l.0.iter())
+    }
+
+    /// The decision counters (`stats`).
+    pub(crate) fn counts(&self) -> &Stripes {
+        &self.counts
+    }
+
+    /// The counters.
+    pub(crate) fn totals(&self) -> Totals {
+        totals(&self.shards, &self.counts)
+    }
+
+    /// `(occupied, active)`: slots holding a key, and those whose state is not idle.
+    pub(crate) fn occupancy(&self, now: u64) -> (u64, u64) {
+        let (mut occupied, mut active) = (0, 0);
+        let params = self.params.get(0);
+        for s in self.lines.iter().flat_map(|l| l.0.iter()) {
+            let w = s.load(Ordering::Acquire);
+            if fp_of(w) != 0 {
+                occupied += 1;
+                if !params.is_idle(state_of(w), now) {
+                    active += 1;
+                }
+            }
+        }
+        (occupied, active)
+    }
+
+    /// Scans the key's candidate groups in canonical order.
+    #[inline(always)]
+    fn scan(&self, fp: u64, loc: &Location) -> Scan {
+        let [a, b] = loc.groups;
+        let [mut ja, mut jb] = loc.starts;
+        let group = self.geo.group();
+        // The first empty slot ends the scan: the key is not further on (see the
+        // protocol: a key sits at the first slot that was empty in its order when it
+        // was installed, and slots never become empty again, so every slot before
+        // it is occupied for good).
+        let check = |i: usize, w: u128| -> Option<Scan> {
+            match fp_of(w) {
+                f if generation::holds(f, fp) => Some(Scan::Found(i, w)),
+                0 => Some(Scan::Absent {
+                    first_empty: Some(i),
+                }),
+                _ => None,
+            }
+        };
+        // A pair of slots, one from each group, loaded together: the match is picked
+        // without a branch on which of the two holds it. For a random key stream that
+        // branch went either way at random, a mispredicted jump on most decisions. The
+        // test "either is the key" is written as "the smaller difference is zero",
+        // which the compiler keeps as one branch (`hit_a | hit_b` became two). The key
+        // is in at most one of them.
+        let pair = |(ia, wa): (usize, u128), (ib, wb): (usize, u128)| -> Option<Scan> {
+            if ((fp_of(wa) | MATCH_BITS) ^ fp).min((fp_of(wb) | MATCH_BITS) ^ fp) == 0 {
+                let (i, w) = if generation::holds(fp_of(wa), fp) {
+                    (ia, wa)
+                } else {
+                    (ib, wb)
+                };
+                return Some(Scan::Found(i, w));
+            }
+            check(ia, wa).or_else(|| check(ib, wb))
+        };
+        // The order of `Location::probe`, written out so it compiles to tight loops.
+        if a == b {
+            for _ in 0..group {
+                let i = a + ja;
+                if let Some(found) = check(i, self.slot(i).load(Ordering::Acquire)) {
+                    return found;
+                }
+                ja = if ja + 1 == group { 0 } else { ja + 1 };
+            }
+        } else if self.paired {
+            // A table larger than the caches: pairs all the way, so that the two
+            // cache misses of each pair overlap instead of following each other.
+            for _ in 0..group {
+                let (ia, ib) = (a + ja, b + jb);
+                let wa = self.slot(ia).load(Ordering::Acquire);
+                // An empty slot of the first group ends the scan before the second
+                // group's slot is read: it comes first in the key's order. A table
+                // filling up (a random stream of new keys) then pays one cache miss per
+                // key instead of two (first fill of 1,000,000 keys: 174 -> 113 ns per
+                // decision); on a table of present keys the branch is never taken and
+                // the second load still issues alongside the first.
+                if fp_of(wa) == 0 {
+                    return Scan::Absent {
+                        first_empty: Some(ia),
+                    };
+                }
+                let wb = self.slot(ib).load(Ordering::Acquire);
+                if let Some(done) = pair((ia, wa), (ib, wb)) {
+                    return done;
+                }
+                ja = if ja + 1 == group { 0 } else { ja + 1 };
+                jb = if jb + 1 == group { 0 } else { jb + 1 };
+            }
+        } else {
+            // A table the caches hold: the first pair (where about nine keys in ten
+            // sit) together, the rest one slot at a time.
+            let (ia, ib) = (a + ja, b + jb);
+            let wa = self.slot(ia).load(Ordering::Acquire);
+            let wb = self.slot(ib).load(Ordering::Acquire);
+            if let Some(done) = pair((ia, wa), (ib, wb)) {
+                return done;
+            }
+            ja = if ja + 1 == group { 0 } else { ja + 1 };
+            jb = if jb + 1 == group { 0 } else { jb + 1 };
+            for _ in 1..group {
+                let (ia, ib) = (a + ja, b + jb);
+                if let Some(found) = check(ia, self.slot(ia).load(Ordering::Acquire)) {
+                    return found;
+                }
+                if let Some(found) = check(ib, self.slot(ib).load(Ordering::Acquire)) {
+                    return found;
+                }
+                ja = if ja + 1 == group { 0 } else { ja + 1 };
+                jb = if jb + 1 == group { 0 } else { jb + 1 };
+            }
+        }
+        Scan::Absent { first_empty: None }
+    }
+
+    /// The state of `word` as the bucket `rate` reads it at `now`, and the key word
+    /// to write with a new state: a state another rate class wrote is converted (what
+    /// the key owes carries over in requests: see `table::packed::rates`). Unchanged without a
+    /// rate (the groups; reset and refunds, which keep the class).
+    #[inline(always)]
+    pub(super) fn adopt(&self, word: u128, rate: Option<Gcra>, now: u64) -> (u64, u64) {
+        let (kw, state) = (fp_of(word), state_of(word));
+        match rate {
+            Some(g) if generation::class_of(kw) != g.class() => {
+                let from = self.rates.interval(generation::class_of(kw));
+                (
+                    g.convert(state, from, now),
+                    generation::with_class(kw, g.class()),
+                )
+            }
+            _ => (state, kw),
+        }
+    }
+
+    /// Steps the state of the key probed by `fp` in slot `i` with `f`, starting from
+    /// `word`, keeping the state's generation (and converting it to the bucket `rate`'s
+    /// class, see [`adopt`](Self::adopt)): the result, and the key word of the state it
+    /// was computed on. `None` when the slot no longer holds the key (the request must
+    /// look the key up again).
+    #[inline(always)]
+    fn update<R>(
+        &self,
+        i: usize,
+        fp: u64,
+        mut word: u128,
+        now: u64,
+        rate: Option<Gcra>,
+        f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
+    ) -> Option<(R, u64)> {
+        loop {
+            let (state, kw) = self.adopt(word, rate, now);
+            let (next, r) = f(state, now);
+            // A request under another rate class stores the conversion even when it
+            // writes nothing else (a denial): the state is then the deciding quota's.
+            let next = match next {
+                Some(next) => next,
+                None if kw == fp_of(word) => return Some((r, kw)),
+                None => state,
+            };
+            match self.slot(i).compare_exchange(
+                word,
+                pack(kw, next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some((r, kw)),
+                Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+mod booked;
+mod claim;
+mod decide;
+pub(crate) mod rates;
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests;
