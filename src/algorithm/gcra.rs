@@ -36,7 +36,7 @@ pub(crate) struct Gcra {
     burst: u32,
     /// The quota's limit, reported by decisions next to the burst.
     limit: u32,
-    /// Flags, as one word (the `PackedParams` tag word, see its `Words`): bit 8, the
+    /// Flags, as one word (the first of the words `Swap` publishes): bit 8, the
     /// leaky bucket's shaper (report the hold time in `Decision::delay`); bits 16–19,
     /// the rate class a keyed table gave this interval (see `table::packed::rates`: states it
     /// writes are tagged with it, so that a request under another interval converts
@@ -52,32 +52,32 @@ const CLASS_SHIFT: u32 = 16;
 const CLASS: u64 = 0xF << CLASS_SHIFT;
 const MIXED: u64 = 1 << 20;
 
-impl Gcra {
-    /// The parameters as three words (see `algorithm::PackedParams`'s `Words`).
-    pub(crate) fn as_words(&self) -> [u64; 3] {
+/// The parameters as the four words `sync::Swap` publishes: the flags, `T`, `τ`, and
+/// `burst | limit << 32`.
+impl crate::sync::Words for Gcra {
+    #[inline]
+    fn as_words(&self) -> [u64; 4] {
         [
+            self.flags,
             self.t,
             self.tau,
             u64::from(self.burst) | (u64::from(self.limit) << 32),
         ]
     }
 
-    /// The parameters from [`as_words`](Self::as_words).
-    pub(crate) fn from_words(w: [u64; 3], flags: u64) -> Self {
+    #[inline]
+    fn from_words(w: [u64; 4]) -> Self {
         Gcra {
-            t: w[0],
-            tau: w[1],
-            burst: w[2] as u32,
-            limit: (w[2] >> 32) as u32,
-            flags,
+            flags: w[0],
+            t: w[1],
+            tau: w[2],
+            burst: w[3] as u32,
+            limit: (w[3] >> 32) as u32,
         }
     }
+}
 
-    /// The flags word (see the field).
-    pub(crate) fn flags(&self) -> u64 {
-        self.flags
-    }
-
+impl Gcra {
     /// Whether the table may hold states of several rate classes (see the field).
     #[inline(always)]
     pub(crate) fn mixed(&self) -> bool {

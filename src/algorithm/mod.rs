@@ -105,19 +105,6 @@ impl Algorithm {
     }
 }
 
-impl crate::sync::Words for sliding_log::SlidingLog {
-    #[inline]
-    fn as_words(&self) -> [u64; 4] {
-        let [a, b] = sliding_log::SlidingLog::as_words(self);
-        [a, b, 0, 0]
-    }
-
-    #[inline]
-    fn from_words(w: [u64; 4]) -> Self {
-        sliding_log::SlidingLog::from_words([w[0], w[1]])
-    }
-}
-
 /// Validated parameters of any algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Params {

@@ -339,6 +339,7 @@ pub(crate) enum PackedParams {
 }
 
 /// `$body` with `$p` bound to the algorithm's own parameters.
+#[cfg(test)]
 macro_rules! each {
     ($params:expr, $p:ident => $body:expr) => {
         match $params {
@@ -420,66 +421,5 @@ impl Ranking {
     /// [`PackedAlgorithm::rank`] at this ranking's reading.
     pub(crate) fn of(&self, state: u64) -> (u64, u128) {
         each!(self.params, p => p.rank(state, &self.reading))
-    }
-}
-
-/// The bucket's words: its flags word first (its low byte 0, the run-time choice's
-/// tag of the bucket), then its own three.
-impl Words for Gcra {
-    #[inline]
-    fn as_words(&self) -> [u64; 4] {
-        let [a, b, c] = Gcra::as_words(self);
-        [self.flags(), a, b, c]
-    }
-
-    #[inline]
-    fn from_words(w: [u64; 4]) -> Self {
-        Gcra::from_words([w[1], w[2], w[3]], w[0])
-    }
-}
-
-/// Tag 1, then the window's three words.
-impl Words for FixedWindow {
-    #[inline]
-    fn as_words(&self) -> [u64; 4] {
-        let [a, b, c] = FixedWindow::as_words(self);
-        [1, a, b, c]
-    }
-
-    #[inline]
-    fn from_words(w: [u64; 4]) -> Self {
-        FixedWindow::from_words([w[1], w[2], w[3]])
-    }
-}
-
-/// Tag 2, then the window's three words.
-impl Words for SlidingWindow {
-    #[inline]
-    fn as_words(&self) -> [u64; 4] {
-        let [a, b, c] = SlidingWindow::as_words(self);
-        [2, a, b, c]
-    }
-
-    #[inline]
-    fn from_words(w: [u64; 4]) -> Self {
-        SlidingWindow::from_words([w[1], w[2], w[3]])
-    }
-}
-
-/// Word 0's low byte is the variant's tag (0 the bucket, 1 the fixed window, 2 the
-/// sliding window), the rest each algorithm's own words.
-impl Words for PackedParams {
-    #[inline]
-    fn as_words(&self) -> [u64; 4] {
-        each!(self, p => Words::as_words(p))
-    }
-
-    #[inline]
-    fn from_words(w: [u64; 4]) -> Self {
-        match w[0] & 0xFF {
-            1 => PackedParams::Fixed(Words::from_words(w)),
-            2 => PackedParams::Sliding(Words::from_words(w)),
-            _ => PackedParams::Gcra(Words::from_words(w)),
-        }
     }
 }

@@ -171,20 +171,24 @@ impl<S: Stamps> Ring<S> {
     }
 }
 
-impl SlidingLog {
-    /// The parameters as words (`sync::Swap`).
-    pub(crate) fn as_words(&self) -> [u64; 2] {
-        [self.period, u64::from(self.limit)]
+/// The parameters as the words `sync::Swap` publishes: the period and the limit (the
+/// other two unused).
+impl crate::sync::Words for SlidingLog {
+    #[inline]
+    fn as_words(&self) -> [u64; 4] {
+        [self.period, u64::from(self.limit), 0, 0]
     }
 
-    /// The parameters from [`as_words`](Self::as_words).
-    pub(crate) fn from_words(w: [u64; 2]) -> Self {
+    #[inline]
+    fn from_words(w: [u64; 4]) -> Self {
         SlidingLog {
             period: w[0],
             limit: w[1] as u32,
         }
     }
+}
 
+impl SlidingLog {
     pub(crate) fn new(quota: Quota, period: u64) -> Result<Self, ConfigError> {
         let limit = quota.limit();
         if limit > SLIDING_LOG_MAX_LIMIT {

@@ -44,25 +44,30 @@ pub(crate) struct View {
     curr: u64,
 }
 
-impl SlidingWindow {
-    /// The parameters as words (see `algorithm::PackedParams`'s `Words`).
-    pub(crate) fn as_words(&self) -> [u64; 3] {
+/// The parameters as the words `sync::Swap` publishes: the period and
+/// `limit | shift << 32` (the other two unused).
+impl crate::sync::Words for SlidingWindow {
+    #[inline]
+    fn as_words(&self) -> [u64; 4] {
         [
             self.period,
             u64::from(self.limit) | (u64::from(self.shift) << 32),
             0,
+            0,
         ]
     }
 
-    /// The parameters from [`as_words`](Self::as_words).
-    pub(crate) fn from_words(w: [u64; 3]) -> Self {
+    #[inline]
+    fn from_words(w: [u64; 4]) -> Self {
         SlidingWindow {
             period: w[0],
             limit: w[1] as u32,
             shift: (w[1] >> 32) as u32,
         }
     }
+}
 
+impl SlidingWindow {
     pub(crate) fn new(quota: Quota, period: u64) -> Result<Self, ConfigError> {
         let limit = quota.limit();
         let shift = count_bits(limit);
