@@ -153,7 +153,7 @@ impl<C: Clock> RateLimiter<C> {
     /// ```
     #[inline]
     pub fn check(&self) -> Decision {
-        // Every capacity is at least 1, so a cost of 1 always fits.
+        // Every burst is at least 1, so a cost of 1 always fits.
         self.decide(1)
     }
 

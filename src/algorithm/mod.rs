@@ -42,7 +42,7 @@ pub(crate) const SLIDING_LOG_MAX_LIMIT: u32 = 1 << 16;
 /// | algorithm | guarantee | state per key |
 /// |---|---|---|
 /// | `TokenBucket` | GCRA: at most `burst + t/T` in any span `t`, `T = period/limit` | 8 bytes |
-/// | `LeakyBucket` | admits as `TokenBucket`, and [`Decision::delay`] spaces releases by `T` | 8 bytes |
+/// | `LeakyBucket` | admits as `TokenBucket`, and [`Decision::delay`](crate::Decision::delay) spaces releases by `T` | 8 bytes |
 /// | `FixedWindow` | at most `limit` per aligned window `[k·P, (k+1)·P)` | 8 bytes |
 /// | `SlidingWindow` | weighted counter: `prev·(P−e)/P + curr ≤ limit` | 8 bytes |
 /// | `SlidingLog` | exact: at most `limit` in every interval `(t−P, t]` | `8 × limit` bytes |

@@ -62,7 +62,7 @@ pub(crate) struct Reading {
 pub(crate) trait PackedAlgorithm:
     Step + Words + std::fmt::Debug + PartialEq + Send + Sync + 'static
 {
-    /// Books `cost` (at most the capacity) at the earliest time it may proceed, if
+    /// Books `cost` (at most the burst) at the earliest time it may proceed, if
     /// that is at most `max_wait` (`<= MAX_WAIT_NS`) after `now`; see each
     /// algorithm's `reserve` for the order of service.
     fn reserve(&self, state: u64, now: u64, cost: u32, max_wait: u64) -> (Option<u64>, Reserved);
@@ -91,8 +91,8 @@ pub(crate) trait PackedAlgorithm:
     fn rank(&self, state: u64, reading: &Reading) -> (u64, u128);
     /// The quota's limit (what decisions report as `limit()`).
     fn limit(&self) -> u32;
-    /// The largest cost ever admitted at once.
-    fn capacity(&self) -> u32;
+    /// The burst: the largest cost ever admitted at once (the limit for a window).
+    fn burst(&self) -> u32;
     /// The bucket's parameters (`None` for a window algorithm): what a keyed table
     /// needs to carry a state written under another interval over (see
     /// `table::rates`).
@@ -109,6 +109,15 @@ pub(crate) trait PackedAlgorithm:
     fn into_params(self) -> PackedParams;
     /// The parameters of this algorithm in `p` (`None` for another algorithm's).
     fn from_params(p: PackedParams) -> Option<Self>;
+    /// The parameters of this algorithm in `p`, of any kind (`None` for another
+    /// algorithm's).
+    #[inline]
+    fn of(p: super::Params) -> Option<Self> {
+        match p {
+            super::Params::Packed(p) => Self::from_params(p),
+            super::Params::Log(_) => None,
+        }
+    }
 }
 
 /// The bucket in a table of one rate ever: no class to compare on a hit.
@@ -198,8 +207,8 @@ impl PackedAlgorithm for Gcra {
         Gcra::limit(self)
     }
     #[inline]
-    fn capacity(&self) -> u32 {
-        self.burst()
+    fn burst(&self) -> u32 {
+        Gcra::burst(self)
     }
     #[inline(always)]
     fn gcra(&self) -> Option<Gcra> {
@@ -256,7 +265,7 @@ impl PackedAlgorithm for FixedWindow {
         FixedWindow::limit(self)
     }
     #[inline]
-    fn capacity(&self) -> u32 {
+    fn burst(&self) -> u32 {
         FixedWindow::limit(self)
     }
     fn into_params(self) -> PackedParams {
@@ -315,7 +324,7 @@ impl PackedAlgorithm for SlidingWindow {
         SlidingWindow::limit(self)
     }
     #[inline]
-    fn capacity(&self) -> u32 {
+    fn burst(&self) -> u32 {
         SlidingWindow::limit(self)
     }
     fn into_params(self) -> PackedParams {
@@ -400,10 +409,10 @@ impl PackedParams {
         }
     }
 
-    /// [`PackedAlgorithm::capacity`].
+    /// [`PackedAlgorithm::burst`].
     #[inline]
-    pub(crate) fn capacity(&self) -> u32 {
-        each!(self, p => PackedAlgorithm::capacity(p))
+    pub(crate) fn burst(&self) -> u32 {
+        each!(self, p => PackedAlgorithm::burst(p))
     }
 }
 

@@ -59,13 +59,13 @@ fn idle_states_decide_like_fresh_ones() {
         let mut idle_seen = 0;
         for _ in 0..20_000 {
             now += next(period * 3 / 2 + 1);
-            let cost = next(u64::from(params.capacity()) + 1) as u32;
+            let cost = next(u64::from(params.burst()) + 1) as u32;
             if params.is_idle(state, now) {
                 idle_seen += 1;
                 // Every later time and cost: same decision as a fresh key.
                 for _ in 0..4 {
                     let later = now + next(3 * period);
-                    let c = next(u64::from(params.capacity()) + 1) as u32;
+                    let c = next(u64::from(params.burst()) + 1) as u32;
                     assert_eq!(
                             params.step(state, later, c),
                             params.step(0, later, c),
@@ -110,7 +110,7 @@ fn idle_at_is_exactly_when_a_state_turns_idle() {
         let (mut state, mut now) = (0u64, 0u64);
         for _ in 0..20_000 {
             now += next(period / 2 + 1);
-            let cost = next(u64::from(params.capacity()) + 1) as u32;
+            let cost = next(u64::from(params.burst()) + 1) as u32;
             if let (Some(s), _) = params.step(state, now, cost) {
                 state = s;
             }
@@ -146,7 +146,7 @@ fn next_state_and_decision_are_exactly_step() {
         let (mut state, mut now) = (0u64, 0u64);
         for i in 0..20_000 {
             now += next(period / 3 + 1);
-            let cost = next(u64::from(params.capacity()) + 1) as u32;
+            let cost = next(u64::from(params.burst()) + 1) as u32;
             // Now and then a reading older than the state's window.
             let reading = if i % 7 == 0 {
                 now.saturating_sub(next(period))
@@ -206,7 +206,7 @@ fn rank_orders_live_states_by_the_quota_they_have_left() {
         for _ in 0..5_000 {
             now += next(period / 4 + 1);
             let key = next(states.len() as u64) as usize;
-            let cost = next(u64::from(params.capacity()) + 1) as u32;
+            let cost = next(u64::from(params.burst()) + 1) as u32;
             if let (Some(s), _) = params.step(states[key], now, cost) {
                 states[key] = s;
             }

@@ -8,7 +8,7 @@ use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::{PackedAlgorithm, PackedParams, Params};
 use crate::store::Table;
 use crate::sync::{CopyCell, Mutex};
-use crate::table::geometry::{Geometry, MAX_CAPACITY};
+use crate::table::geometry::{Geometry, MAX_KEYS};
 use crate::table::log::LogTable;
 use crate::table::packed::PackedTable;
 use crate::{Algorithm, Clock, ConfigError, QuantaClock, Quota};
@@ -28,13 +28,7 @@ enum Split {
 fn split(tiers: Vec<Params>) -> Split {
     /// Every tier's parameters if they are all `A`'s.
     fn all<A: PackedAlgorithm>(tiers: &[Params]) -> Option<Vec<A>> {
-        tiers
-            .iter()
-            .map(|t| match t {
-                Params::Packed(p) => A::from_params(*p),
-                Params::Log(_) => None,
-            })
-            .collect()
+        tiers.iter().map(|t| A::of(*t)).collect()
     }
     if let Some(g) = all(&tiers) {
         return Split::Gcra(g);
@@ -237,7 +231,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
             .and_then(|t| t.checked_add(std::mem::size_of::<KeyedRateLimiter<K, C>>()))
             .ok_or(ConfigError::InvalidCapacity {
                 requested: self.max_keys,
-                max: MAX_CAPACITY,
+                max: MAX_KEYS,
             })
     }
 

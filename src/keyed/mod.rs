@@ -184,7 +184,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         self.peek_hashed(self.hasher.hash_one(key), n, tier)
     }
 
-    /// What `n` (at most the tier's capacity) for the key hashed to `h` under tier
+    /// What `n` (at most the tier's burst) for the key hashed to `h` under tier
     /// `tier` would get now, consuming nothing.
     pub(crate) fn peek_hashed(&self, h: u64, n: u32, tier: usize) -> Decision {
         let now = self.now();
@@ -197,7 +197,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     }
 
     /// One request of cost 1 for `key` under tier `tier` (< the number of tiers):
-    /// every capacity is at least 1, so it always fits.
+    /// every burst is at least 1, so it always fits.
     #[inline]
     pub(crate) fn check_one(&self, key: &K, tier: usize) -> Decision {
         let h = self.hasher.hash_one(key);
@@ -205,7 +205,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     }
 
     /// One request of cost `n` for `key` under tier `tier`, checked against the
-    /// capacity of the parameters it is then decided with (read once).
+    /// burst of the parameters it is then decided with (read once).
     #[inline]
     pub(crate) fn check_in(
         &self,

@@ -21,7 +21,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
 
     #[inline(always)]
     fn burst(&self, p: &A) -> u32 {
-        p.capacity()
+        p.burst()
     }
 
     #[inline(always)]
@@ -59,7 +59,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
             Placed::Stored(at) => Placed::Stored(outcome(at)),
             Placed::Absent(at) => Placed::Absent(outcome(at)),
             Placed::Untracked(at) => Placed::Untracked(outcome(at)),
-            Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.capacity())),
+            Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.burst())),
         };
         (placed, origin)
     }
@@ -87,10 +87,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         now: impl Fn() -> u64,
     ) -> Result<(), ConfigError> {
         // Params::new for this limiter's own algorithm builds the same kind.
-        let Params::Packed(packed) = next else {
-            return Ok(());
-        };
-        let Some(p) = A::from_params(packed) else {
+        let Some(p) = A::of(next) else {
             return Ok(());
         };
         let current = Params::Packed(self.tiers().get(tier).into_params());
@@ -98,7 +95,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         super::builder::tier_fits(
             algorithm,
             &Params::Packed(self.tiers().get(0).into_params()),
-            &Params::Packed(packed),
+            &next,
             tier,
         )?;
         // The buckets' rate class: what each key owes carries over in requests,

@@ -64,7 +64,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
 
     #[inline(always)]
     fn burst(&self, p: &A) -> u32 {
-        p.capacity()
+        p.burst()
     }
 
     #[inline(always)]
@@ -100,10 +100,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
         now: impl Fn() -> u64,
     ) -> Result<(), ConfigError> {
         // Params::new for this limiter's own algorithm builds the same kind.
-        let Params::Packed(packed) = next else {
-            return Ok(());
-        };
-        let Some(p) = A::from_params(packed) else {
+        let Some(p) = A::of(next) else {
             return Ok(());
         };
         let old = self.params.load();

@@ -147,16 +147,16 @@ impl<S: Copy> ClaimScan<S> {
 
     /// The denial of a refused new key at `now`: retry when the soonest ranked entry
     /// goes idle (at least 1 ns).
-    pub(crate) fn refusal(&self, capacity: u32, now: u64) -> Decision {
-        refusal(capacity, self.victim.map(|_| self.soonest), now)
+    pub(crate) fn refusal(&self, burst: u32, now: u64) -> Decision {
+        refusal(burst, self.victim.map(|_| self.soonest), now)
     }
 }
 
 /// The denial of a new key refused at `now` by a full table: retry when the soonest
 /// live entry of its groups goes idle, at `soonest` (at least 1 ns from now).
-pub(crate) fn refusal(capacity: u32, soonest: Option<u64>, now: u64) -> Decision {
+pub(crate) fn refusal(burst: u32, soonest: Option<u64>, now: u64) -> Decision {
     let wait = soonest.map_or(1, |at| at.saturating_sub(now)).max(1);
-    Decision::deny(capacity, 0, wait, wait)
+    Decision::deny(burst, 0, wait, wait)
 }
 
 /// The locks that serialize the claims replacing an entry (idle reclaim, eviction).

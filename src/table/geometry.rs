@@ -16,26 +16,26 @@ use crate::error::ConfigError;
 
 /// Slots per group: 12 slots of 16 bytes, three cache lines.
 ///
-/// Measured with `capacity` live keys churning continuously (one new key per
-/// `1 s / capacity`, each live for 1 s): 8-slot groups evict about 0.055% of
+/// Measured with `max_keys` live keys churning continuously (one new key per
+/// `1 s / max_keys`, each live for 1 s): 8-slot groups evict about 0.055% of
 /// insertions, 12-slot groups about 0.0003%, 16-slot groups none, at twice the
 /// probe length of 8.
 pub(crate) const GROUP: usize = 12;
 
-/// Slots allocated per key of capacity, as a fraction `NUM / DEN` (here 1.48).
+/// Slots allocated per key the table holds (`max_keys`), as a fraction `NUM / DEN` (here 1.48).
 ///
 /// With two candidate groups per key and the new key placed in the group holding
-/// fewer live keys, 1.48 slots per key keeps evictions with `capacity` live keys far
+/// fewer live keys, 1.48 slots per key keeps evictions with `max_keys` live keys far
 /// under 0.1% of insertions (see [`GROUP`] and `tests/keyed_flood.rs`) at 23.7 bytes per
-/// key of capacity (16-byte slots, plus the shard counters).
+/// key (16-byte slots, plus the shard counters).
 pub(crate) const SLOTS_NUM: usize = 37;
 /// See [`SLOTS_NUM`].
 pub(crate) const SLOTS_DEN: usize = 25;
 
-/// The largest capacity a keyed limiter accepts: 2³² keys where the address space
+/// The most keys a keyed limiter accepts (`max_keys`): 2³² keys where the address space
 /// allows it, and on 32-bit targets as many as 16-byte slots fit in half the address
 /// space (`isize::MAX` bytes, the most one allocation may take).
-pub(crate) const MAX_CAPACITY: usize = {
+pub(crate) const MAX_KEYS: usize = {
     let by_design: u64 = 1 << 32;
     let by_address_space = isize::MAX as usize / 16 / SLOTS_NUM * SLOTS_DEN;
     if (by_address_space as u64) < by_design {
@@ -47,7 +47,7 @@ pub(crate) const MAX_CAPACITY: usize = {
 };
 
 /// The fewest keys an explicitly chosen shard count may leave each shard: below it,
-/// keys spread over shards too unevenly for the table to hold its capacity (at 4 keys
+/// keys spread over shards too unevenly for the table to hold `max_keys` (at 4 keys
 /// per shard, 48 of 1,000 live keys found their shard full).
 pub(crate) const MIN_KEYS_PER_SHARD: usize = 256;
 
@@ -77,7 +77,7 @@ pub(crate) fn check_shards(n: usize) -> Result<(), ConfigError> {
 /// The shape of a table: `shards × groups_per_shard × group` slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Geometry {
-    capacity: usize,
+    max_keys: usize,
     shard_bits: u32,
     groups_per_shard: usize,
     group: usize,
@@ -101,20 +101,20 @@ pub(crate) struct Location {
 }
 
 impl Geometry {
-    /// The geometry for `capacity` keys over `shards` shards (a default when `None`).
-    pub(crate) fn new(capacity: usize, shards: Option<usize>) -> Result<Self, ConfigError> {
-        if capacity == 0 || capacity > MAX_CAPACITY {
+    /// The geometry for `max_keys` keys over `shards` shards (a default when `None`).
+    pub(crate) fn new(max_keys: usize, shards: Option<usize>) -> Result<Self, ConfigError> {
+        if max_keys == 0 || max_keys > MAX_KEYS {
             return Err(ConfigError::InvalidCapacity {
-                requested: capacity,
-                max: MAX_CAPACITY,
+                requested: max_keys,
+                max: MAX_KEYS,
             });
         }
-        // At least 2 slots, so a capacity of 1 still has room to reclaim.
-        let needed = (capacity * SLOTS_NUM).div_ceil(SLOTS_DEN).max(2);
+        // At least 2 slots, so a table of one key still has room to reclaim.
+        let needed = (max_keys * SLOTS_NUM).div_ceil(SLOTS_DEN).max(2);
         let shards = match shards {
             Some(n) => {
                 check_shards(n)?;
-                if n > 1 && capacity / n < MIN_KEYS_PER_SHARD {
+                if n > 1 && max_keys / n < MIN_KEYS_PER_SHARD {
                     return Err(ConfigError::InvalidShards { requested: n });
                 }
                 n
@@ -125,7 +125,7 @@ impl Geometry {
         let group = GROUP.min(per_shard);
         let groups_per_shard = per_shard.div_ceil(group);
         Ok(Geometry {
-            capacity,
+            max_keys,
             shard_bits: shards.trailing_zeros(),
             groups_per_shard,
             group,
@@ -135,8 +135,8 @@ impl Geometry {
     }
 
     /// The number of keys asked for.
-    pub(crate) fn capacity(&self) -> usize {
-        self.capacity
+    pub(crate) fn max_keys(&self) -> usize {
+        self.max_keys
     }
 
     /// The number of shards.
@@ -301,7 +301,7 @@ mod tests {
     #[test]
     fn bad_shards_and_capacities_are_refused() {
         assert!(Geometry::new(0, None).is_err());
-        assert!(Geometry::new(MAX_CAPACITY + 1, None).is_err());
+        assert!(Geometry::new(MAX_KEYS + 1, None).is_err());
         assert!(Geometry::new(100, Some(3)).is_err());
         assert!(Geometry::new(100, Some(0)).is_err());
         assert!(Geometry::new(1, Some(4)).is_err());

@@ -26,7 +26,7 @@
 
 use super::claim::{ClaimLocks, ClaimScan, OnFull};
 use super::counters::{new_shards, totals, Shard, Stripes, Totals};
-use super::geometry::{fingerprint, Geometry, Location, MAX_CAPACITY};
+use super::geometry::{fingerprint, Geometry, Location, MAX_KEYS};
 use super::packed::Placed;
 use super::tiers::Tiers;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
@@ -93,8 +93,8 @@ impl LogTable {
     ) -> Result<Self, crate::ConfigError> {
         let n = geo.slots();
         let too_big = || crate::ConfigError::InvalidCapacity {
-            requested: geo.capacity(),
-            max: MAX_CAPACITY,
+            requested: geo.max_keys(),
+            max: MAX_KEYS,
         };
         let limit = tiers.iter().map(SlidingLog::limit).max().unwrap_or(0) as usize;
         let cells = n

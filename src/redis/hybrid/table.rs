@@ -45,7 +45,7 @@ use super::Entry;
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::table::claim::{ClaimLocks, ClaimScan};
 use crate::table::counters::{totals, Stripes};
-use crate::table::geometry::{fingerprint, Geometry, Location, MAX_CAPACITY};
+use crate::table::geometry::{fingerprint, Geometry, Location, MAX_KEYS};
 use crate::{ConfigError, Decision};
 use std::sync::Arc;
 
@@ -108,7 +108,7 @@ impl KeyTable {
     fn plan(max_keys: usize) -> Result<(Geometry, usize), ConfigError> {
         let too_big = || ConfigError::InvalidCapacity {
             requested: max_keys,
-            max: MAX_CAPACITY.min(isize::MAX as usize / std::mem::size_of::<Slot>() / 2),
+            max: MAX_KEYS.min(isize::MAX as usize / std::mem::size_of::<Slot>() / 2),
         };
         let geo = Geometry::new(max_keys, None)?;
         let bytes = geo
@@ -134,7 +134,7 @@ impl KeyTable {
         let n = geo.slots();
         let too_big = |_| ConfigError::InvalidCapacity {
             requested: max_keys,
-            max: MAX_CAPACITY,
+            max: MAX_KEYS,
         };
         let mut slots = Vec::new();
         slots.try_reserve_exact(n).map_err(too_big)?;

@@ -61,7 +61,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             _ => {
                 Shard::bump(&shard.refused);
                 Placed::Refused(
-                    refusal(params.capacity(), Some(soonest), now).with_limit(params.limit()),
+                    refusal(params.burst(), Some(soonest), now).with_limit(params.limit()),
                 )
             }
         })
@@ -191,8 +191,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             OnFull::Deny => {
                 Shard::bump(&shard.refused);
                 Some(Placed::Refused(
-                    scan.refusal(params.capacity(), now)
-                        .with_limit(params.limit()),
+                    scan.refusal(params.burst(), now).with_limit(params.limit()),
                 ))
             }
             OnFull::Allow => {

@@ -151,7 +151,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 params.decision(state, t, cost)
             }
             // Refused under the deciding tier's policy (the table's is tier 0's).
-            Placed::Refused(d) => d.with_policy(params.limit(), params.capacity()),
+            Placed::Refused(d) => d.with_policy(params.limit(), params.burst()),
         };
         self.counts.count(cost, &d);
         d

@@ -60,7 +60,7 @@
 use super::claim::{ClaimLocks, OnFull};
 use super::counters::{new_shards, totals, Shard, Stripes, Totals};
 use super::generation::{self, MATCH_BITS};
-use super::geometry::{Geometry, Location, MAX_CAPACITY};
+use super::geometry::{Geometry, Location, MAX_KEYS};
 use super::tiers::Tiers;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
@@ -196,8 +196,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         lines
             .try_reserve_exact(n)
             .map_err(|_| crate::ConfigError::InvalidCapacity {
-                requested: geo.capacity(),
-                max: MAX_CAPACITY,
+                requested: geo.max_keys(),
+                max: MAX_KEYS,
             })?;
         lines.extend((0..n).map(|_| Line(std::array::from_fn(|_| AtomicU128::new(0)))));
         Ok(PackedTable {
