@@ -205,6 +205,30 @@ impl<C: Clock> RateLimiter<C> {
         by_algorithm!(&self.store, e => e.peek(0, now, 1, e.params(0)))
     }
 
+    /// What a request of cost `n` would get now, consuming nothing: [`peek`](Self::peek)
+    /// for any cost (`peek_n(0)` reports the state without asking for anything).
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] when `n` exceeds the burst (it could never be
+    /// admitted).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::SlidingWindow, Quota::per_hour(4)).build()?;
+    /// assert!(l.check_n(3)?.is_allowed());
+    /// assert!(l.peek_n(1)?.is_allowed());
+    /// assert!(!l.peek_n(2)?.is_allowed());
+    /// assert_eq!(l.peek_n(0)?.remaining(), 1); // nothing was consumed
+    /// assert!(l.peek_n(5).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
+        by_algorithm!(&self.store, e => verbs::peek_n(e, 0, n, 0, self.now()))
+    }
+
     /// Books `n` now for a request that proceeds after
     /// [`wait_time`](Reservation::wait_time), if that is at most `max_wait`.
     ///
@@ -435,7 +459,7 @@ impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
     }
 
     fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
-        by_algorithm!(&self.store, e => verbs::peek_n(e, 0, n, 0, self.now()))
+        RateLimiter::peek_n(self, n)
     }
 }
 

@@ -80,3 +80,73 @@ fn a_peek_is_the_decision_the_next_check_gets() {
         }
     }
 }
+
+/// `peek_n` (the one peek at any cost): on a random schedule of costs, single, keyed
+/// and under a tier, a `peek_n` equals the `check_n` that follows it at the same
+/// reading, a second one equals the first (nothing consumed, nothing inserted), and a
+/// cost past the burst is the same error `check_n` gives.
+#[test]
+fn a_peek_n_is_the_decision_the_next_check_n_gets() {
+    for algorithm in Algorithm::ALL {
+        for (i, quota) in quotas(algorithm).into_iter().enumerate() {
+            with_seed(
+                &format!("peek_n {algorithm:?} {quota:?}"),
+                0xbee6 + i as u64,
+                |rng| {
+                    let clock = ManualClock::new();
+                    let single = RateLimiter::builder(algorithm, quota)
+                        .clock(clock.clone())
+                        .build()
+                        .unwrap();
+                    let keyed = KeyedRateLimiter::<u64, _>::builder(algorithm, quota)
+                        .max_keys(4)
+                        .on_full(OnFull::Deny)
+                        .tiers([quota])
+                        .clock(clock.clone())
+                        .build()
+                        .unwrap();
+                    let tier = keyed.tier(1).unwrap();
+                    let burst = single.burst();
+                    assert!(single.peek_n(burst + 1).is_err());
+                    assert!(keyed.peek_n(&0, burst + 1).is_err());
+                    assert!(tier.peek_n(&0, burst + 1).is_err());
+                    let (mut allowed, mut denied) = (0, 0);
+                    let mut now = 0u64;
+                    for _ in 0..3_000 {
+                        now += rng.u64(0..=4_000_000);
+                        clock.set(Duration::from_nanos(now));
+                        let key = rng.u64(0..6);
+                        let n = rng.u32(0..=burst);
+                        let p = single.peek_n(n).unwrap();
+                        assert_eq!(single.peek_n(n).unwrap(), p, "a peek_n changed the state");
+                        assert_eq!(p, single.check_n(n).unwrap(), "single at {now}, cost {n}");
+                        let occupied = keyed.stats().occupied;
+                        let (kp, tp) = (
+                            keyed.peek_n(&key, n).unwrap(),
+                            tier.peek_n(&key, n).unwrap(),
+                        );
+                        assert_eq!(keyed.stats().occupied, occupied, "a peek_n inserted");
+                        assert_eq!(kp, tp, "the tier has the same quota");
+                        let kd = if rng.bool() {
+                            keyed.check_n(&key, n).unwrap()
+                        } else {
+                            tier.check_n(&key, n).unwrap()
+                        };
+                        assert_eq!(kp, kd, "keyed: key {key} at {now}, cost {n}");
+                        if n > 0 {
+                            if kd.is_allowed() {
+                                allowed += 1;
+                            } else {
+                                denied += 1;
+                            }
+                        }
+                    }
+                    assert!(
+                        allowed > 100 && denied > 100,
+                        "{allowed} allowed, {denied} denied"
+                    );
+                },
+            );
+        }
+    }
+}

@@ -254,9 +254,7 @@ impl SlidingLog {
         }
         let now = self.effective(ring, reading);
         if cost == 0 {
-            let active = self.active(ring, now);
-            let reset = self.reset(ring, now, reading);
-            return Decision::allow(self.limit, self.limit - active, reset, 0);
+            return self.state(ring, now, reading);
         }
         let nth_oldest = self.nth(ring, cost - 1);
         if !self.expired(nth_oldest, now) {
@@ -384,16 +382,27 @@ impl SlidingLog {
         true
     }
 
-    /// What [`step`](Self::step) would decide for `cost` (at least 1) at `now`,
-    /// logging nothing: entries are in admission order, so when the `cost`-th oldest
-    /// has left the window, all older ones have too, and logging would add exactly
-    /// `cost` active entries.
+    /// The log's state at the decision time `now` (read at `reading`), asking for
+    /// nothing: what a request of cost 0 gets.
+    fn state<S: Stamps>(&self, ring: &Ring<S>, now: u64, reading: u64) -> Decision {
+        let active = self.active(ring, now);
+        let reset = self.reset(ring, now, reading);
+        Decision::allow(self.limit, self.limit - active, reset, 0)
+    }
+
+    /// What [`step`](Self::step) would decide for `cost` at `now`, logging nothing:
+    /// entries are in admission order, so when the `cost`-th oldest has left the
+    /// window, all older ones have too, and logging would add exactly `cost` active
+    /// entries.
     pub(crate) fn peek<S: Stamps>(&self, ring: &Ring<S>, now: u64, cost: u32) -> Decision {
         let reading = now;
-        if ring.booked && ring.newest > reading {
+        if cost > 0 && ring.booked && ring.newest > reading {
             return self.queued(ring, reading, cost);
         }
         let now = self.effective(ring, reading);
+        if cost == 0 {
+            return self.state(ring, now, reading);
+        }
         let nth_oldest = self.nth(ring, cost - 1);
         if !self.expired(nth_oldest, now) {
             return self.denial(ring, now, reading, nth_oldest);

@@ -179,6 +179,43 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         self.peek_in(key, 1, 0)
     }
 
+    /// What a request of cost `n` for `key` would get now, consuming and inserting
+    /// nothing: [`peek`](Self::peek) for any cost (`peek_n(&key, 0)` reports the
+    /// key's state without asking for anything).
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] when `n` exceeds the burst (it could never be
+    /// admitted).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<str>::builder(Algorithm::TokenBucket, Quota::per_hour(5)).build()?;
+    /// assert!(limiter.check_n("alice", 3)?.is_allowed());
+    /// assert!(limiter.peek_n("alice", 2)?.is_allowed());
+    /// assert!(!limiter.peek_n("alice", 3)?.is_allowed());
+    /// assert_eq!(limiter.peek("alice").remaining(), 1); // the peeks took nothing
+    /// assert!(limiter.peek_n("alice", 6).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn peek_n(&self, key: &K, n: u32) -> Result<Decision, InsufficientCapacity> {
+        self.peek_n_in(key, n, 0)
+    }
+
+    /// [`peek_n`](Self::peek_n) under tier `tier`.
+    pub(crate) fn peek_n_in(
+        &self,
+        key: &K,
+        n: u32,
+        tier: usize,
+    ) -> Result<Decision, InsufficientCapacity> {
+        let (h, now) = (self.hasher.hash_one(key), self.now());
+        by_algorithm!(&self.table, t => store::verbs::peek_n(t, h, n, tier, now))
+    }
+
     /// What `n` for `key` under tier `tier` would get now, consuming nothing.
     pub(crate) fn peek_in(&self, key: &K, n: u32, tier: usize) -> Decision {
         self.peek_hashed(self.hasher.hash_one(key), n, tier)

@@ -126,6 +126,28 @@ impl<'a, K: Hash + ?Sized, C: Clock> Tier<'a, K, C> {
         self.limiter.peek_in(key, 1, self.tier)
     }
 
+    /// What a request of cost `n` for `key` would get under this tier now, consuming
+    /// and inserting nothing; see [`KeyedRateLimiter::peek_n`].
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] when `n` exceeds this tier's burst.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<str>::builder(Algorithm::FixedWindow, Quota::per_hour(1))
+    ///     .tiers([Quota::per_hour(5)])
+    ///     .build()?;
+    /// assert!(l.tier(1).unwrap().peek_n("a", 5)?.is_allowed());
+    /// assert!(l.peek_n("a", 5).is_err()); // more than tier 0's burst
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn peek_n(&self, key: &K, n: u32) -> Result<Decision, InsufficientCapacity> {
+        self.limiter.peek_n_in(key, n, self.tier)
+    }
+
     /// Books `n` for `key` under this tier; see [`KeyedRateLimiter::reserve`].
     ///
     /// # Errors
