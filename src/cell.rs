@@ -1,5 +1,11 @@
-//! The only place with `compare_exchange`: one atomic word driven by a step function,
-//! and the locked ring of the sliding log.
+//! The single-key limiter's cells: the one compare-and-swap seam over a single packed
+//! word (`load → step → compare_exchange`, retried), which every packed algorithm plugs
+//! into, and the locked ring of the sliding log.
+//!
+//! Not the crate's only `compare_exchange`: the keyed table's slot words (fingerprint
+//! and state together) are swapped in `table::packed` (and re-classified in
+//! `table::rates`), the parameter seqlock's version in `sync`, and the manual clock's
+//! reading in `clock`.
 
 use crate::algorithm::booking::{Booking, Reserved};
 use crate::algorithm::packed::PackedAlgorithm;

@@ -36,6 +36,9 @@ mod decision;
 mod error;
 mod keyed;
 mod limiter;
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub mod loom_hooks;
 mod multi;
 mod quota;
 #[cfg(feature = "redis")]

@@ -5,22 +5,67 @@
 //! is crate-specific (not plain `loom`) so that turning it on does not change the code
 //! of our dependencies, exactly as crossbeam-utils does with `crossbeam_loom`.
 //!
+//! A few names are the standard library's in every build, each for a stated reason
+//! (a `static` needs a `const` constructor, which loom's types lack; an adapter hands
+//! the value to a std API): [`PlainAtomicU64`], [`PlainAtomicBool`], [`StdArc`],
+//! [`StdMutex`] with [`lock_std`], and [`OnceLock`]. They are never part of a loom model.
+//!
+//! Not routed here yet (code being rewritten elsewhere): the Redis hybrid mode
+//! (`redis::hybrid`) imports std's atomics, `Arc`, `Mutex` and `OnceLock` itself,
+//! `algorithm::sliding_log` names std's `Ordering` for the [`PlainAtomicU64`] stamps, and
+//! one test in `table::counters` builds a std `Arc`.
+//!
+//! The parameter seqlock, [`Seqlock`], is written over the switched atomics, so its own
+//! loom model (`loom-tests/tests/seqlock.rs`) checks the code the crate runs; inside the
+//! limiters' models [`Swap`] is a modelled mutex instead (see there).
+//!
 //! [loom]: https://docs.rs/loom
 
 #[cfg(not(tollgate_loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicU64, Ordering};
 #[cfg(not(tollgate_loom))]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(tollgate_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
 #[cfg(tollgate_loom)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
+/// A busy-wait hint; under loom a yield, so that a spinning model thread lets the
+/// thread it waits for run.
+#[cfg(tollgate_loom)]
+pub(crate) use loom::hint::spin_loop;
+/// A busy-wait hint.
+#[cfg(not(tollgate_loom))]
+pub(crate) use std::hint::spin_loop;
+
 /// Always the standard library's atomic, even in loom models: the sliding log's
 /// timestamp block, whose cells are only touched under a (modelled) slot lock, so
-/// they need no model of their own (see `algorithm::sliding_log::Stamps`).
+/// they need no model of their own (see `algorithm::sliding_log::Stamps`); process-wide
+/// `static` counters (loom's atomics have no `const` constructor); and the adapters'
+/// counters (HTTP, Redis), which run outside the loom models.
 pub(crate) use std::sync::atomic::AtomicU64 as PlainAtomicU64;
+
+/// Always the standard library's atomic: the HTTP adapter's once-per-policy flag,
+/// which, like its counters, runs outside the loom models.
+#[cfg(feature = "tower")]
+pub(crate) use std::sync::atomic::AtomicBool as PlainAtomicBool;
+
+/// Always the standard library's `Arc`: the adapters (HTTP, Redis) pass theirs to std
+/// and third-party APIs that name std's type (`Wake`, a `Backend` for `Arc<B>`, metrics'
+/// `Counter::from_arc`), and they run outside the loom models.
+#[cfg(any(feature = "tower", feature = "redis"))]
+pub(crate) use std::sync::Arc as StdArc;
+
+/// Always the standard library's mutex: locks in `static`s (the stripe-id registry,
+/// the coarse clock's upkeep state; loom's mutex has no `const` constructor) and the
+/// Redis modes' maps, which run outside the loom models. Lock it with [`lock_std`].
+pub(crate) use std::sync::{Mutex as StdMutex, MutexGuard as StdMutexGuard};
+
+/// Always the standard library's: process-wide lazily built `static`s (a no-op waker,
+/// compiled Redis scripts); loom has no `OnceLock`.
+#[cfg(any(feature = "tower", feature = "redis"))]
+pub(crate) use std::sync::OnceLock;
 
 /// A 128-bit atomic word: the keyed table's slot (fingerprint and state together).
 ///
@@ -91,8 +136,19 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// [`lock`] for a [`StdMutex`]: the same recovery from poisoning, in every build.
+pub(crate) fn lock_std<T>(m: &StdMutex<T>) -> StdMutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A value read on every decision and replaced rarely (a limiter's parameters, by
-/// `set_quota`), kept as four atomic words behind a per-value sequence lock: a read is
+/// `set_quota`): outside loom models the [`Seqlock`]; inside them a modelled mutex with
+/// the same contract, so that the limiters' models explore the verbs rather than the
+/// seqlock's words (which `loom-tests/tests/seqlock.rs` checks on their own).
+#[cfg(not(tollgate_loom))]
+pub(crate) type Swap<T> = Seqlock<T>;
+
+/// A value kept as four atomic words behind a per-value sequence lock: a read is
 /// six plain loads (the version, the words, the version again), retried only if a
 /// replacement ran meanwhile; readers never write and never block one another, and a
 /// reader racing a replacement sees the old value or the new one, never a mix.
@@ -100,15 +156,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Words rather than a generic seqlock cell: the value comes back in registers, so
 /// the decision path never copies the parameters through memory (a 40-byte copy read
 /// back at another width stalled store forwarding and doubled the cost of a check).
-#[cfg(not(tollgate_loom))]
-pub(crate) struct Swap<T: Words> {
+pub(crate) struct Seqlock<T: Words> {
     /// Even when the words are stable; odd while a replacement writes them.
     version: AtomicU64,
     words: [AtomicU64; 4],
     _value: std::marker::PhantomData<T>,
 }
 
-/// A value that travels as four `u64` words (see [`Swap`]).
+/// A value that travels as four `u64` words (see [`Seqlock`]).
 pub(crate) trait Words: Copy {
     /// The value as words.
     fn as_words(&self) -> [u64; 4];
@@ -116,10 +171,9 @@ pub(crate) trait Words: Copy {
     fn from_words(w: [u64; 4]) -> Self;
 }
 
-#[cfg(not(tollgate_loom))]
-impl<T: Words> Swap<T> {
+impl<T: Words> Seqlock<T> {
     pub(crate) fn new(v: T) -> Self {
-        Swap {
+        Seqlock {
             version: AtomicU64::new(0),
             words: v.as_words().map(AtomicU64::new),
             _value: std::marker::PhantomData,
@@ -136,11 +190,11 @@ impl<T: Words> Swap<T> {
                 self.words[2].load(Ordering::Relaxed),
                 self.words[3].load(Ordering::Relaxed),
             ];
-            std::sync::atomic::fence(Ordering::Acquire);
+            fence(Ordering::Acquire);
             if before & 1 == 0 && self.version.load(Ordering::Relaxed) == before {
                 return T::from_words(w);
             }
-            std::hint::spin_loop();
+            spin_loop();
         }
     }
 
@@ -159,15 +213,21 @@ impl<T: Words> Swap<T> {
                     Err(actual) => current = actual,
                 }
             } else {
-                std::hint::spin_loop();
+                spin_loop();
                 current = self.version.load(Ordering::Relaxed);
             }
         }
-        std::sync::atomic::fence(Ordering::Release);
+        fence(Ordering::Release);
         for (cell, w) in self.words.iter().zip(v.as_words()) {
             cell.store(w, Ordering::Relaxed);
         }
         self.version.store(current + 2, Ordering::Release);
+    }
+}
+
+impl<T: Words + std::fmt::Debug> std::fmt::Debug for Seqlock<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.load().fmt(f)
     }
 }
 
@@ -190,6 +250,7 @@ impl<T: Words> Swap<T> {
     }
 }
 
+#[cfg(tollgate_loom)]
 impl<T: Words + std::fmt::Debug> std::fmt::Debug for Swap<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.load().fmt(f)

@@ -16,9 +16,9 @@ const FOREVER: Duration = Duration::MAX;
 /// A uniformly spread extra delay in `[0, jitter)`, from a per-call hash of the time
 /// and a counter (no shared generator on the hot path).
 fn spread(jitter: Duration) -> Duration {
+    use crate::sync::{Ordering, PlainAtomicU64};
     use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static CALLS: AtomicU64 = AtomicU64::new(0);
+    static CALLS: PlainAtomicU64 = PlainAtomicU64::new(0);
     let nanos = u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX);
     if nanos == 0 {
         return Duration::ZERO;

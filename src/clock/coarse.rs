@@ -1,8 +1,8 @@
 //! A coarse clock: a timestamp a background thread refreshes, read with one load.
 
 use super::Clock;
+use crate::sync::{lock_std, StdMutex};
 use std::fmt;
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// An opt-in clock read from a timestamp that a background thread refreshes every
@@ -50,7 +50,7 @@ pub struct CoarseClock {
 
 /// Whether the process's refreshing thread runs, and at which granularity (`Some(None)`
 /// when another user of quanta started it).
-static UPKEEP: Mutex<Option<Option<Duration>>> = Mutex::new(None);
+static UPKEEP: StdMutex<Option<Option<Duration>>> = StdMutex::new(None);
 
 /// Why a [`CoarseClock`] could not start.
 ///
@@ -121,7 +121,7 @@ impl CoarseClock {
         }
         let clock = quanta::Clock::new();
         let granularity = {
-            let mut running = UPKEEP.lock().unwrap_or_else(|e| e.into_inner());
+            let mut running = lock_std(&UPKEEP);
             match *running {
                 Some(g) => g,
                 None => {

@@ -5,9 +5,9 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::sync::StdArc as Arc;
 use crate::{Clock, Decision, InsufficientCapacity, KeyedRateLimiter, Quota, RateLimiter};
 
 /// Why a [`Backend`] could not decide.

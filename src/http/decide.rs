@@ -2,7 +2,6 @@
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 
 use http::request::Parts;
@@ -10,6 +9,7 @@ use http::StatusCode;
 
 use super::backend::{Acquire, BackendError, Undo};
 use super::policy::{MissingKey, Policy};
+use crate::sync::{OnceLock, StdArc as Arc};
 use crate::Decision;
 
 /// What one policy said about this request.

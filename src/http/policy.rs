@@ -1,14 +1,15 @@
 //! A policy: a named limiter, how to key a request, what it costs.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
 use http::request::Parts;
 use http::StatusCode;
 
 use super::backend::{Acquire, Backend, Undo};
 use super::key::KeyExtractor;
+use crate::sync::{
+    Ordering, PlainAtomicBool as AtomicBool, PlainAtomicU64 as AtomicU64, StdArc as Arc,
+};
 use crate::Quota;
 
 /// What a policy does with a request whose key cannot be extracted (no peer address, no

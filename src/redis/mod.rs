@@ -51,9 +51,9 @@ pub use key::{RedisKey, KEY_BUF};
 /// handed to the builders come from the matching version.
 pub use redis;
 
+use crate::sync::StdArc as Arc;
 use crate::Clock;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The default key prefix.
@@ -157,7 +157,7 @@ impl ConnectionLike for Connection {
 struct Lazy {
     client: redis::Client,
     config: ConnectionManagerConfig,
-    cell: std::sync::Arc<tokio::sync::OnceCell<ConnectionManager>>,
+    cell: Arc<tokio::sync::OnceCell<ConnectionManager>>,
 }
 
 impl Lazy {
@@ -224,7 +224,7 @@ impl Target {
                 let lazy_conn = Lazy {
                     client,
                     config,
-                    cell: std::sync::Arc::new(tokio::sync::OnceCell::new()),
+                    cell: Arc::new(tokio::sync::OnceCell::new()),
                 };
                 match bounded(timeout, lazy_conn.get()).await {
                     Ok(_) => Ok(Connection::new(lazy_conn)),
@@ -259,8 +259,9 @@ impl std::fmt::Display for Deployment {
 impl Target {
     /// The deployment this target names: for a URL its address and database.
     pub(crate) fn deployment(&self) -> Deployment {
+        use crate::sync::{Ordering, PlainAtomicU64};
         use redis::IntoConnectionInfo;
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        static NEXT: PlainAtomicU64 = PlainAtomicU64::new(1);
         match self {
             Target::Url(url) => match url.as_str().into_connection_info() {
                 Ok(info) => {
@@ -270,7 +271,7 @@ impl Target {
                 Err(_) => Deployment::Url(url.clone()),
             },
             Target::None | Target::Connection(_) => {
-                Deployment::Connection(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                Deployment::Connection(NEXT.fetch_add(1, Ordering::Relaxed))
             }
         }
     }
@@ -291,12 +292,10 @@ impl TimeSource {
     }
 }
 
-/// Locks `m`, recovering the guard if a previous holder panicked (the redis mode's
-/// maps stay valid after any partial update). The redis mode is outside the loom
-/// models, so it locks std's mutexes, not `crate::sync`'s.
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+// Locks a std mutex, recovering the guard if a previous holder panicked (the redis
+// mode's maps stay valid after any partial update). The redis mode is outside the loom
+// models, so it locks std's mutexes, not `crate::sync`'s modelled ones.
+pub(crate) use crate::sync::lock_std as lock;
 
 /// Refuses a prefix with braces: every key is `prefix:{key}:…`, and Redis Cluster
 /// hashes a key by its first `{…}`, so braces in the prefix would put every key of the

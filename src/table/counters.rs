@@ -99,8 +99,8 @@ pub(crate) const STRIPES: usize = 32;
 #[cfg(not(tollgate_loom))]
 mod thread_id {
     use super::STRIPES;
+    use crate::sync::StdMutex as Mutex;
     use std::cell::Cell;
-    use std::sync::Mutex;
 
     /// Ids given back by exited threads.
     static FREE: Mutex<Vec<usize>> = Mutex::new(Vec::new());

@@ -1,14 +1,18 @@
 //! The exact mode: one atomic Lua script, one `EVALSHA` round trip per decision.
 //!
-//! `mod.rs` holds the limiter and its decision path; `plan` the quota checks and the
-//! scripts; `fallback` what answers while Redis cannot; `builder` the builder.
+//! `mod.rs` holds the limiter and its public methods; `decide` its decision path (the
+//! script call, the reply, the outage window); `plan` the quota checks and the scripts;
+//! `fallback` what answers while Redis cannot; `multi` [`check_all`]; `builder` the
+//! builder.
 
 mod builder;
+mod decide;
 mod fallback;
 mod multi;
 mod plan;
 
 pub use builder::RedisRateLimiterBuilder;
+use decide::parse;
 pub use fallback::Fallback;
 use fallback::{FallbackClock, FallbackState};
 pub use multi::check_all;
@@ -19,6 +23,7 @@ use super::{
     DEFAULT_TIMEOUT, KEY_BUF,
 };
 use crate::algorithm::{Params, SLIDING_LOG_MAX_LIMIT};
+use crate::sync::{OnceLock, Ordering, PlainAtomicU64 as AtomicU64, StdArc as Arc};
 use crate::{
     Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, KeyedRateLimiter, QuantaClock,
     Quota,
@@ -27,8 +32,6 @@ use crossbeam_utils::atomic::AtomicCell;
 use redis::aio::ConnectionLike;
 use redis::Script;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Counters of a [`RedisRateLimiter`] (all its clones together).
@@ -400,103 +403,6 @@ impl RedisRateLimiter {
     #[must_use]
     pub fn quota(&self) -> Quota {
         self.inner.active.load().quota
-    }
-}
-
-impl Inner {
-    fn elapsed_ns(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
-    }
-
-    /// Whether the fallback answers alone now (a Redis call failed less than
-    /// [`RETRY_AFTER_ERROR`] ago).
-    fn is_down(&self) -> bool {
-        self.elapsed_ns() < self.down_until.load(Ordering::Relaxed)
-    }
-
-    /// After a failed Redis call: the fallback answers alone for [`RETRY_AFTER_ERROR`].
-    fn mark_down(&self) {
-        let until = self.elapsed_ns() + RETRY_AFTER_ERROR.as_nanos() as u64;
-        self.down_until.fetch_max(until, Ordering::Relaxed);
-    }
-
-    /// The time the script decides at (ARGV): the caller's clock in µs, or -1 for
-    /// Redis `TIME`.
-    fn now_us(&self) -> Result<i64, Error> {
-        match &self.time {
-            TimeSource::Server => Ok(-1),
-            TimeSource::Caller(f) => {
-                let us = f() / 1000;
-                if us > MAX_TIME_US {
-                    return Err(Error::Unrepresentable(format!(
-                        "caller clock reading of {us} µs is past 2^52 µs (about 142 years), \
-                         the latest time the scripts compute exactly"
-                    )));
-                }
-                // us <= 2^52: fits an i64.
-                Ok(us as i64)
-            }
-        }
-    }
-
-    async fn eval(&self, active: &Active, key: &[u8], n: u32) -> Result<Decision, Error> {
-        let now_us = self.now_us()?;
-        let [a, b, c] = active.plan.args();
-        let mut inv = active.plan.script().prepare_invoke();
-        // The key's name written straight into the invocation: no String per request.
-        inv.key(KeyName::exact(&self.prefix, key))
-            .arg(now_us)
-            .arg(n)
-            .arg(self.grace_ms)
-            .arg(a)
-            .arg(b)
-            .arg(c);
-        let mut conn = self.conn.clone();
-        let reply: Vec<i64> = bounded(self.timeout, inv.invoke_async(&mut conn)).await?;
-        parse(active, &reply)
-    }
-
-    fn fall_back(&self, active: &Active, key: &[u8], n: u32) -> Decision {
-        self.fallbacks.fetch_add(1, Ordering::Relaxed);
-        let limit = active.plan.capacity();
-        match &self.fallback {
-            FallbackState::Allow | FallbackState::Error => {
-                Decision::allow(limit, 0, 0, 0).with_limit(active.quota.limit())
-            }
-            FallbackState::Deny => Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64)
-                .with_limit(active.quota.limit()),
-            // A cost past the local quota's capacity never fits locally: deny it.
-            FallbackState::Local(local) => local
-                .check_n(key, n)
-                .unwrap_or_else(|_| Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64)),
-        }
-    }
-}
-
-/// A script's reply `{allowed, remaining, reset_us, retry_us, delay_us}` as a decision
-/// under `active`, or [`Error::BadReply`] for anything else.
-fn parse(active: &Active, reply: &[i64]) -> Result<Decision, Error> {
-    let bad = || Error::BadReply(format!("{reply:?} is not a decision"));
-    let &[allowed, remaining, reset, retry, delay] = reply else {
-        return Err(bad());
-    };
-    let limit = active.plan.capacity();
-    let remaining = u32::try_from(remaining)
-        .ok()
-        .filter(|r| *r <= limit)
-        .ok_or_else(bad)?;
-    let ns = |us: i64| -> Result<u64, Error> {
-        u64::try_from(us)
-            .ok()
-            .filter(|us| *us <= MAX_TIME_US)
-            .map(|us| us * 1000)
-            .ok_or_else(bad)
-    };
-    let (reset, retry, delay) = (ns(reset)?, ns(retry)?, ns(delay)?);
-    match allowed {
-        1 => Ok(Decision::allow(limit, remaining, reset, delay).with_limit(active.quota.limit())),
-        0 => Ok(Decision::deny(limit, remaining, reset, retry).with_limit(active.quota.limit())),
-        _ => Err(bad()),
     }
 }
 

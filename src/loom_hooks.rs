@@ -1,0 +1,38 @@
+//! Internals that the loom models (`loom-tests/`) drive directly; compiled only with
+//! `--cfg tollgate_loom`, never part of the public API.
+
+use crate::sync::{Seqlock, Words};
+
+/// Four words as a value, each word its own: a torn read shows as words that never
+/// stood together in one stored value.
+impl Words for [u64; 4] {
+    fn as_words(&self) -> [u64; 4] {
+        *self
+    }
+
+    fn from_words(w: [u64; 4]) -> Self {
+        w
+    }
+}
+
+/// The parameter seqlock (`sync::Seqlock`, what `set_quota` replaces a limiter's
+/// parameters through) over four plain words, with loom's atomics.
+#[derive(Debug)]
+pub struct ParamSeqlock(Seqlock<[u64; 4]>);
+
+impl ParamSeqlock {
+    /// A seqlock holding `v`.
+    pub fn new(v: [u64; 4]) -> Self {
+        ParamSeqlock(Seqlock::new(v))
+    }
+
+    /// Reads the value (retrying while a replacement runs).
+    pub fn load(&self) -> [u64; 4] {
+        self.0.load()
+    }
+
+    /// Replaces the value.
+    pub fn store(&self, v: [u64; 4]) {
+        self.0.store(v);
+    }
+}
