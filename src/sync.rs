@@ -10,11 +10,6 @@
 //! the value to a std API): [`PlainAtomicU64`], [`PlainAtomicBool`], [`StdArc`],
 //! [`StdMutex`] with [`lock_std`], and [`OnceLock`]. They are never part of a loom model.
 //!
-//! Not routed here yet (code being rewritten elsewhere): the Redis hybrid mode
-//! (`redis::hybrid`) imports std's atomics, `Arc`, `Mutex` and `OnceLock` itself,
-//! `algorithm::sliding_log` names std's `Ordering` for the [`PlainAtomicU64`] stamps, and
-//! one test in `table::counters` builds a std `Arc`.
-//!
 //! The parameter seqlock, [`Seqlock`], is written over the switched atomics, so its own
 //! loom model (`loom-tests/tests/seqlock.rs`) checks the code the crate runs; inside the
 //! limiters' models [`Swap`] is a modelled mutex instead (see there).
@@ -45,6 +40,10 @@ pub(crate) use std::hint::spin_loop;
 /// `static` counters (loom's atomics have no `const` constructor); and the adapters'
 /// counters (HTTP, Redis), which run outside the loom models.
 pub(crate) use std::sync::atomic::AtomicU64 as PlainAtomicU64;
+
+/// The memory orderings of the standard library's atomics ([`PlainAtomicU64`] and
+/// the other plain ones), which loom's `Ordering` is not.
+pub(crate) use std::sync::atomic::Ordering as PlainOrdering;
 
 /// Always the standard library's atomic: the HTTP adapter's once-per-policy flag,
 /// which, like its counters, runs outside the loom models.

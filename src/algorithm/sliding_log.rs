@@ -52,11 +52,11 @@ impl Stamps for Box<[u64]> {
 impl Stamps for &[crate::sync::PlainAtomicU64] {
     #[inline]
     fn get(&self, i: usize) -> u64 {
-        self[i].load(std::sync::atomic::Ordering::Relaxed)
+        self[i].load(crate::sync::PlainOrdering::Relaxed)
     }
     #[inline]
     fn set(&mut self, i: usize, v: u64) {
-        self[i].store(v, std::sync::atomic::Ordering::Relaxed);
+        self[i].store(v, crate::sync::PlainOrdering::Relaxed);
     }
     #[inline]
     fn len(&self) -> usize {

@@ -125,7 +125,7 @@ mod thread_id {
         fn drop(&mut self) {
             let id = ID.with(|c| c.replace(STRIPES));
             if id < STRIPES {
-                crate::sync::lock(&FREE).push(id);
+                crate::sync::lock_std(&FREE).push(id);
             }
         }
     }
@@ -139,10 +139,10 @@ mod thread_id {
             ID.with(|c| c.set(STRIPES));
             return STRIPES;
         }
-        let id = match crate::sync::lock(&FREE).pop() {
+        let id = match crate::sync::lock_std(&FREE).pop() {
             Some(id) => id,
             None => {
-                let mut next = crate::sync::lock(&NEXT);
+                let mut next = crate::sync::lock_std(&NEXT);
                 if *next < STRIPES {
                     *next += 1;
                     *next - 1
@@ -243,7 +243,7 @@ mod tests {
     /// others count: no increment is lost.
     #[test]
     fn stripes_count_every_decision_from_any_number_of_threads() {
-        let stripes = std::sync::Arc::new(Stripes::new(true));
+        let stripes = crate::sync::StdArc::new(Stripes::new(true));
         let ok = crate::Decision::allow(1, 0, 0, 0);
         let no = crate::Decision::deny(1, 0, 1, 1);
         for round in 0..3 {
