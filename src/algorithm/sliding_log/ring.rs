@@ -1,0 +1,158 @@
+//! The sliding log's ring: a key's last `limit` admission timestamps in admission
+//! order, over a box of its own or a slice of the keyed table's block.
+
+use super::SlidingLog;
+
+/// A ring slot that has never held an admission.
+pub(super) const EMPTY: u64 = u64::MAX;
+
+/// Where a ring's timestamps live: a box of its own (one limiter's log) or a slice of
+/// the keyed table's single block (see `table::log`).
+pub(crate) trait Stamps {
+    /// The `i`-th stored timestamp (`i < len`).
+    fn get(&self, i: usize) -> u64;
+    /// Stores `v` at `i`.
+    fn set(&mut self, i: usize, v: u64);
+    /// How many timestamps there are (the limit).
+    fn len(&self) -> usize;
+}
+
+impl Stamps for Box<[u64]> {
+    #[inline]
+    fn get(&self, i: usize) -> u64 {
+        self[i]
+    }
+    #[inline]
+    fn set(&mut self, i: usize, v: u64) {
+        self[i] = v;
+    }
+    #[inline]
+    fn len(&self) -> usize {
+        <[u64]>::len(self)
+    }
+}
+
+/// A slice of the keyed table's block. Its cells are atomics only so that one block
+/// can be shared by every slot without `unsafe`: each slice is read and written only
+/// under its slot's lock, so relaxed accesses (plain loads and stores) suffice.
+impl Stamps for &[crate::sync::PlainAtomicU64] {
+    #[inline]
+    fn get(&self, i: usize) -> u64 {
+        self[i].load(crate::sync::PlainOrdering::Relaxed)
+    }
+    #[inline]
+    fn set(&mut self, i: usize, v: u64) {
+        self[i].store(v, crate::sync::PlainOrdering::Relaxed);
+    }
+    #[inline]
+    fn len(&self) -> usize {
+        <[crate::sync::PlainAtomicU64]>::len(self)
+    }
+}
+
+/// The per-key state: `limit` timestamps, oldest at `head`, in admission order.
+#[derive(Debug)]
+pub(crate) struct Ring<S: Stamps = Box<[u64]>> {
+    pub(super) head: u32,
+    /// The newest timestamp ever logged (EMPTY if none): the state's time.
+    pub(super) newest: u64,
+    /// Whether `newest` was booked by a reservation for a time after its reading:
+    /// requests read before it queue behind it instead of being decided at its time.
+    pub(super) booked: bool,
+    pub(super) ts: S,
+}
+
+/// A ring's position and newest timestamp, kept apart from its timestamps (the keyed
+/// table stores these in the slot and the timestamps in its block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cursor {
+    pub(super) head: u32,
+    pub(super) booked: bool,
+    pub(super) newest: u64,
+}
+
+impl Cursor {
+    /// The cursor of an empty ring.
+    pub(crate) const EMPTY: Cursor = Cursor {
+        head: 0,
+        booked: false,
+        newest: EMPTY,
+    };
+}
+
+/// The value of a timestamp that has never held an admission.
+pub(crate) const EMPTY_STAMP: u64 = EMPTY;
+
+impl Ring {
+    /// An empty ring for `params`, allocated once.
+    pub(crate) fn new(params: &SlidingLog) -> Self {
+        Ring {
+            head: 0,
+            newest: EMPTY,
+            booked: false,
+            ts: vec![EMPTY; params.limit as usize].into_boxed_slice(),
+        }
+    }
+}
+
+impl<S: Stamps> Ring<S> {
+    /// A ring over `ts` (which must hold `limit` timestamps) at `cursor`.
+    pub(crate) fn from_parts(cursor: Cursor, ts: S) -> Self {
+        Ring {
+            head: cursor.head,
+            newest: cursor.newest,
+            booked: cursor.booked,
+            ts,
+        }
+    }
+
+    /// The ring's cursor, to store back beside its timestamps.
+    pub(crate) fn cursor(&self) -> Cursor {
+        Cursor {
+            head: self.head,
+            booked: self.booked,
+            newest: self.newest,
+        }
+    }
+
+    /// The newest logged time (what an admission just logged).
+    pub(crate) fn newest(&self) -> u64 {
+        self.newest
+    }
+
+    /// Forgets every admission (the ring becomes fresh), keeping its allocation.
+    pub(crate) fn clear(&mut self) {
+        self.head = 0;
+        self.newest = EMPTY;
+        self.booked = false;
+        for i in 0..self.ts.len() {
+            self.ts.set(i, EMPTY);
+        }
+    }
+
+    /// The ring index `i` places after `head` (`head < len`, `i <= len`): one
+    /// comparison instead of a division, which the binary search in `active` would
+    /// otherwise pay on every probe.
+    #[inline]
+    pub(super) fn wrap(&self, i: u32) -> usize {
+        let j = self.head as usize + i as usize;
+        let len = self.ts.len();
+        if j >= len {
+            j - len
+        } else {
+            j
+        }
+    }
+
+    /// The `i`-th oldest entry.
+    #[inline]
+    pub(super) fn entry(&self, i: u32) -> u64 {
+        self.ts.get(self.wrap(i))
+    }
+
+    /// How many timestamps the ring holds (the limit it was built for).
+    #[inline]
+    pub(super) fn len(&self) -> u32 {
+        self.ts.len() as u32
+    }
+}
