@@ -243,7 +243,7 @@ mod tests {
     /// others count: no increment is lost.
     #[test]
     fn stripes_count_every_decision_from_any_number_of_threads() {
-        let stripes = crate::sync::StdArc::new(Stripes::new(true));
+        let stripes = crate::sync::Arc::new(Stripes::new(true));
         let ok = crate::Decision::allow(1, 0, 0, 0);
         let no = crate::Decision::deny(1, 0, 1, 1);
         for round in 0..3 {
