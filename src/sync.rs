@@ -144,8 +144,54 @@ pub(crate) fn lock_std<T>(m: &StdMutex<T>) -> StdMutexGuard<'_, T> {
 /// `set_quota`): outside loom models the [`Seqlock`]; inside them a modelled mutex with
 /// the same contract, so that the limiters' models explore the verbs rather than the
 /// seqlock's words (which `loom-tests/tests/seqlock.rs` checks on their own).
+///
+/// Until the first replacement a read is one load and a branch: the value as built
+/// is kept beside the seqlock, and a flag set after the first replacement sends
+/// readers to the seqlock from then on (a limiter whose quota never changes, the
+/// common case, pays nothing for being able to change it). A reader that saw the
+/// flag clear while a replacement ran reads the value as built: the old value, as a
+/// reader of the seqlock racing the replacement may.
 #[cfg(not(tollgate_loom))]
-pub(crate) type Swap<T> = Seqlock<T>;
+pub(crate) struct Swap<T: Words> {
+    /// The value as built, read while `replaced` is clear.
+    built: T,
+    /// Set (after the seqlock holds the new value) by the first replacement.
+    replaced: std::sync::atomic::AtomicBool,
+    current: Seqlock<T>,
+}
+
+#[cfg(not(tollgate_loom))]
+impl<T: Words> Swap<T> {
+    pub(crate) fn new(v: T) -> Self {
+        Swap {
+            built: v,
+            replaced: std::sync::atomic::AtomicBool::new(false),
+            current: Seqlock::new(v),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn load(&self) -> T {
+        if self.replaced.load(Ordering::Acquire) {
+            self.current.load()
+        } else {
+            self.built
+        }
+    }
+
+    /// Replaces the value; concurrent replacements are serialized by the seqlock.
+    pub(crate) fn store(&self, v: T) {
+        self.current.store(v);
+        self.replaced.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(not(tollgate_loom))]
+impl<T: Words + std::fmt::Debug> std::fmt::Debug for Swap<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.load().fmt(f)
+    }
+}
 
 /// A value kept as four atomic words behind a per-value sequence lock: a read is
 /// six plain loads (the version, the words, the version again), retried only if a
