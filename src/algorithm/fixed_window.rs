@@ -30,25 +30,20 @@ pub(crate) struct FixedWindow {
     shift: u32,
 }
 
-/// The parameters as the words `sync::Swap` publishes: the period and
-/// `limit | shift << 32` (the other two unused).
+/// The parameters as the words `sync::Swap` publishes (see `algorithm::window_words`).
 impl crate::sync::Words for FixedWindow {
     #[inline]
     fn as_words(&self) -> [u64; 4] {
-        [
-            self.period,
-            u64::from(self.limit) | (u64::from(self.shift) << 32),
-            0,
-            0,
-        ]
+        super::window_words(self.period, self.limit, self.shift)
     }
 
     #[inline]
     fn from_words(w: [u64; 4]) -> Self {
+        let (period, limit, shift) = super::window_of_words(w);
         FixedWindow {
-            period: w[0],
-            limit: w[1] as u32,
-            shift: (w[1] >> 32) as u32,
+            period,
+            limit,
+            shift,
         }
     }
 }

@@ -192,6 +192,20 @@ impl Params {
     }
 }
 
+/// A window algorithm's parameters (period, limit, and the shift of its packed
+/// state's index) as the words `sync::Swap` publishes: the period, then
+/// `limit | shift << 32` (the other two unused).
+#[inline]
+pub(crate) fn window_words(period: u64, limit: u32, shift: u32) -> [u64; 4] {
+    [period, u64::from(limit) | (u64::from(shift) << 32), 0, 0]
+}
+
+/// `(period, limit, shift)` from [`window_words`].
+#[inline]
+pub(crate) fn window_of_words(w: [u64; 4]) -> (u64, u32, u32) {
+    (w[0], w[1] as u32, (w[1] >> 32) as u32)
+}
+
 /// Bits needed to hold every count from 0 to `limit`.
 pub(crate) const fn count_bits(limit: u32) -> u32 {
     32 - limit.leading_zeros()

@@ -96,20 +96,34 @@ impl SlidingLog {
         self.limit - lo
     }
 
-    /// `now <= HORIZON_NS`, `cost <= limit`.
-    pub(crate) fn step<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) -> Decision {
-        let reading = now;
+    /// Whether `cost` read at `reading` may be logged: `Ok` with the time it is logged
+    /// at (never older than the newest entry), or `Err` with the decision when it
+    /// is not (queued behind a booking, denied, or a cost of 0, which reports the
+    /// state). Entries are in admission order, so when the `cost`-th oldest has left
+    /// the window, all older ones have too.
+    #[inline(always)]
+    fn judge<S: Stamps>(&self, ring: &Ring<S>, reading: u64, cost: u32) -> Result<u64, Decision> {
         if cost > 0 && ring.booked && ring.newest > reading {
-            return self.queued(ring, reading, cost);
+            return Err(self.queued(ring, reading, cost));
         }
         let now = self.effective(ring, reading);
         if cost == 0 {
-            return self.state(ring, now, reading);
+            return Err(self.state(ring, now, reading));
         }
         let nth_oldest = self.nth(ring, cost - 1);
         if !self.expired(nth_oldest, now) {
-            return self.denial(ring, now, reading, nth_oldest);
+            return Err(self.denial(ring, now, reading, nth_oldest));
         }
+        Ok(now)
+    }
+
+    /// `now <= HORIZON_NS`, `cost <= limit`.
+    pub(crate) fn step<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) -> Decision {
+        let reading = now;
+        let now = match self.judge(ring, reading, cost) {
+            Ok(at) => at,
+            Err(d) => return d,
+        };
         for i in 0..cost {
             let idx = ring.wrap(i);
             ring.ts.set(idx, now);
@@ -241,22 +255,13 @@ impl SlidingLog {
     }
 
     /// What [`step`](Self::step) would decide for `cost` at `now`, logging nothing:
-    /// entries are in admission order, so when the `cost`-th oldest has left the
-    /// window, all older ones have too, and logging would add exactly `cost` active
-    /// entries.
+    /// logging would add exactly `cost` active entries.
     pub(crate) fn peek<S: Stamps>(&self, ring: &Ring<S>, now: u64, cost: u32) -> Decision {
         let reading = now;
-        if cost > 0 && ring.booked && ring.newest > reading {
-            return self.queued(ring, reading, cost);
-        }
-        let now = self.effective(ring, reading);
-        if cost == 0 {
-            return self.state(ring, now, reading);
-        }
-        let nth_oldest = self.nth(ring, cost - 1);
-        if !self.expired(nth_oldest, now) {
-            return self.denial(ring, now, reading, nth_oldest);
-        }
+        let now = match self.judge(ring, reading, cost) {
+            Ok(at) => at,
+            Err(d) => return d,
+        };
         let active = self.active(ring, now);
         Decision::allow(
             self.limit,
