@@ -4,6 +4,8 @@ use super::decide::Inner;
 use super::plan::{Plan, Window};
 use super::table::KeyTable;
 use super::{lock, Connection, Error, HybridRateLimiter, Target, TimeSource};
+#[cfg(doc)]
+use crate::ConfigError;
 use crate::{Algorithm, Clock, Quota};
 use crossbeam_utils::atomic::AtomicCell;
 use redis::aio::ConnectionLike;
