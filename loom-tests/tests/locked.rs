@@ -5,9 +5,11 @@
 //! empty again, keys displaced outside full groups; the hybrid limiter itself needs
 //! Redis and a runtime).
 //!
-//! The invariants checked: a key is never present twice; a request is never applied
-//! to another key's entry (a count of another key's requests would show up as that key
-//! having used more than it was admitted).
+//! The invariants checked: a key is never present twice (the claim's rescan under the
+//! key's claim lock, of its groups and of displaced keys); a request is never applied
+//! to another key's entry (the fingerprint, then the whole key, confirmed under the
+//! slot's lock); a key found missing is decided no earlier than the last reclaim (the
+//! reclaim floor). Each model names the break of the code it guards that makes it fail.
 //!
 //! Run: `RUSTFLAGS="--cfg tollgate_loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p tollgate-loom-tests --release --test locked`
 #![cfg(tollgate_loom)]
@@ -151,6 +153,37 @@ fn model_colliding_keys_racing_a_drop_keep_their_own_entries() {
         assert!(xs.len() <= 1, "X present twice: {entries:?}");
         if let Some(&&(_, n)) = xs.first() {
             assert_eq!(Some(n), x);
+        }
+    });
+}
+
+/// Key X's entry goes idle at 5. A request of X that read the clock at 3 races a drop
+/// of the idle entries at 5 (as a sync does). If the drop wins, the request finds X
+/// missing and installs it afresh: at no earlier reading than the drop (the reclaim
+/// floor), since X's old entry held its quota until then.
+///
+/// Caught breaks: a claim deciding at its own reading instead of the floor (`claim`
+/// skipping `floor_shard(..).floor(now)`): X is installed at 3; and a drop raising the
+/// stamp only after it emptied the slot (`remove`): a claim between the two reads the
+/// old floor.
+#[test]
+fn model_request_in_flight_across_a_drop_decides_after_it() {
+    loom::model(|| {
+        let t = Arc::new(ModelTable::new(1));
+        assert_eq!(t.add(1, 5, 0, 5), Some(1)); // X, idle from 5
+        let t2 = t.clone();
+        let h = thread::spawn(move || t2.drop_idle(5));
+        let x = t.add(1, 5, 3, 6);
+        let dropped = h.join().unwrap();
+        assert!(x.is_some());
+        match t.since(1) {
+            // Found before the drop, which then kept it (live until 6).
+            Some(0) => assert_eq!((dropped, x), (0, Some(2))),
+            Some(since) => {
+                assert_eq!((dropped, x), (1, Some(1)));
+                assert!(since >= 5, "X installed at {since}, before the drop at 5");
+            }
+            None => panic!("X missing"),
         }
     });
 }

@@ -50,7 +50,7 @@ use std::time::Duration;
 ///
 /// The number of tracked keys is bounded ([`max_keys`](HybridRateLimiterBuilder::max_keys)),
 /// and so is the memory: the key table is the engine's fixed-capacity open-addressed
-/// layout (each key in one of its two windows of 12 slots, about 1.48 slots per key,
+/// layout (each key in one of its two groups of 12 slots, about 1.48 slots per key,
 /// one small lock per slot), allocated once at build
 /// ([`memory_bytes`](HybridRateLimiter::memory_bytes); each key's name is stored once
 /// more when it is first seen). It holds exactly `max_keys` keys. Keys idle for a

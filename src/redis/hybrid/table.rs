@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 /// The hybrid limiter's fixed-capacity key table.
 ///
-/// Memory: slots of about 120 bytes (on 64-bit targets), one occupancy bit per slot,
+/// Memory: slots of 120 bytes (on 64-bit targets), one occupancy bit per slot,
 /// the shard counters, the claim locks and the decision counters, all allocated at
 /// build.
 pub(super) type KeyTable = LockedTable<HybridEntry>;
@@ -262,6 +262,13 @@ mod tests {
             }
             e
         }
+    }
+
+    /// The slot size the type's doc states.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_slot_takes_120_bytes() {
+        assert_eq!(KeyTable::SLOT_BYTES, 120);
     }
 
     /// `max_keys(n)` holds exactly n keys, for sizes whose groups are smaller than

@@ -338,18 +338,6 @@ impl<E: SlotEntry> LockedTable<E> {
         // Every replacing claim stamps before it installs: this reading is no older
         // than any reclaim of this key's old slot.
         let now = self.floor_shard(loc.shard).floor(now);
-        (self.claim_locked(fp, key, loc, now, name), now)
-    }
-
-    /// [`claim`](Self::claim), under the key's claim lock.
-    fn claim_locked(
-        &self,
-        fp: u64,
-        key: &E::Key,
-        loc: &Location,
-        now: u64,
-        name: E::Name,
-    ) -> Claim<'_, E> {
         let evict = self.on_full == OnFull::Evict;
         let order = if E::EMPTY_FIRST {
             [Free::Empty, Free::Idle]
@@ -357,13 +345,13 @@ impl<E: SlotEntry> LockedTable<E> {
             [Free::Idle, Free::Empty]
         };
         let mut swept = false;
-        'scan: loop {
+        let claim = 'scan: loop {
             let mut empty = ClaimScan::new();
             let mut idle = ClaimScan::new();
             for (w, i) in loc.probe(self.geo.group()) {
                 let held = lock(&self.slots[i].held);
                 if held.fp == fp && held.entry.is(key) {
-                    return Claim::Found(i, held);
+                    break 'scan Claim::Found(i, held);
                 }
                 let me = (i, held.fp, held.entry.mark());
                 if held.fp == 0 {
@@ -379,7 +367,7 @@ impl<E: SlotEntry> LockedTable<E> {
             // Installs of this key hold this claim lock, so the hints of any displaced
             // copy are visible here.
             if let Some((i, held)) = self.find_displaced(fp, key) {
-                return Claim::Found(i, held);
+                break 'scan Claim::Found(i, held);
             }
             // Between the scan and the slot's lock, a claim of another key may have
             // taken the slot, or its owner decided again: then look again.
@@ -395,7 +383,7 @@ impl<E: SlotEntry> LockedTable<E> {
                         }
                         Shard::bump(&self.stamp(i, now).idle_reclaims);
                         let old = self.install(i, &mut held, fp, name, false);
-                        return Claim::Installed(i, held, old);
+                        break 'scan Claim::Installed(i, held, old);
                     }
                     Free::Empty => {
                         if !self.reserve() {
@@ -413,7 +401,7 @@ impl<E: SlotEntry> LockedTable<E> {
                                 continue 'scan;
                             }
                             let old = self.install(i, &mut held, fp, name, false);
-                            return Claim::Installed(i, held, old);
+                            break 'scan Claim::Installed(i, held, old);
                         }
                         if let Some(room) = &self.room {
                             // Both groups hold live keys only. Fewer than max_keys keys
@@ -430,7 +418,7 @@ impl<E: SlotEntry> LockedTable<E> {
                                 if held.fp == 0 {
                                     room.displaced.fetch_add(1, Ordering::AcqRel);
                                     let old = self.install(i, &mut held, fp, name, true);
-                                    return Claim::Installed(i, held, old);
+                                    break 'scan Claim::Installed(i, held, old);
                                 }
                             }
                             // Every empty slot was taken during the walk: look again.
@@ -443,7 +431,7 @@ impl<E: SlotEntry> LockedTable<E> {
             }
             // The table is full for this key: its policy, written once.
             let shard = &self.shards[loc.shard];
-            return match (self.on_full, idle.victim()) {
+            break 'scan match (self.on_full, idle.victim()) {
                 (OnFull::Evict, Some((i, seen, ranked))) => {
                     let mut held = lock(&self.slots[i].held);
                     // Ranked on this entry: if its owner decided since, rank again.
@@ -465,7 +453,8 @@ impl<E: SlotEntry> LockedTable<E> {
                     }
                 }
             };
-        }
+        };
+        (claim, now)
     }
 
     /// Hands slot `i` (locked as `held`) to the key `fp` named `name`, with its empty

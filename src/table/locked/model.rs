@@ -10,11 +10,13 @@ use crate::table::claim::OnFull;
 use crate::table::counters::Shard;
 use crate::table::geometry::{fingerprint, Geometry};
 
-/// A model entry: its key, the requests it counted, and when it goes idle.
+/// A model entry: its key, the requests it counted, the reading it was installed at,
+/// and when it goes idle.
 #[derive(Debug)]
 pub(crate) struct ModelEntry {
     key: Option<u64>,
     count: u64,
+    since: u64,
     idle_at: u64,
     displaced: bool,
 }
@@ -33,6 +35,7 @@ impl SlotEntry for ModelEntry {
         ModelEntry {
             key: None,
             count: 0,
+            since: 0,
             idle_at: 0,
             displaced: false,
         }
@@ -107,9 +110,13 @@ impl ModelTable {
         let loc = self.table.geo().locate(h);
         let mut held = match self.table.find(fp, &key, &loc) {
             Some((_, held)) => held,
-            None => match self.table.claim(fp, &key, &loc, now, Some(key)).0 {
-                Claim::Found(_, held) | Claim::Installed(_, held, _) => held,
-                Claim::Untracked | Claim::Refused { .. } => return None,
+            None => match self.table.claim(fp, &key, &loc, now, Some(key)) {
+                (Claim::Found(_, held), _) => held,
+                (Claim::Installed(_, mut held, _), now) => {
+                    held.entry.since = now;
+                    held
+                }
+                (Claim::Untracked | Claim::Refused { .. }, _) => return None,
             },
         };
         held.entry.count += 1;
@@ -138,6 +145,15 @@ impl ModelTable {
                 held.entry.key.map(|k| (k, held.entry.count))
             })
             .collect()
+    }
+
+    /// The reading `key`'s entry was installed at (the claim's, raised to the reclaim
+    /// floor), if the table holds the key.
+    pub fn since(&self, key: u64) -> Option<u64> {
+        (0..self.slots()).find_map(|i| {
+            let held = self.table.lock_slot(i);
+            (held.entry.key == Some(key)).then_some(held.entry.since)
+        })
     }
 
     /// Keys held (the table's count).
