@@ -5,6 +5,8 @@ use super::Error;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::{PackedParams, Params};
+#[cfg(doc)]
+use crate::ConfigError;
 use crate::{Algorithm, Quota};
 use std::time::Duration;
 
