@@ -148,7 +148,12 @@ impl<S: Copy> ClaimScan<S> {
     /// The denial of a refused new key at `now`: retry when the soonest ranked entry
     /// goes idle (at least 1 ns).
     pub(crate) fn refusal(&self, burst: u32, now: u64) -> Decision {
-        refusal(burst, self.victim.map(|_| self.soonest), now)
+        refusal(burst, self.soonest(), now)
+    }
+
+    /// The soonest idle stamp of the ranked entries, when any was ranked.
+    pub(crate) fn soonest(&self) -> Option<u64> {
+        self.victim.map(|_| self.soonest)
     }
 }
 
@@ -167,7 +172,7 @@ pub(crate) fn refusal(burst: u32, soonest: Option<u64>, now: u64) -> Decision {
 /// run in parallel, even within one shard: after warm-up, when every new key replaces
 /// an idle entry, a flood of new keys is not serialized on one mutex per shard. Two
 /// claims of different keys that pick the same slot are settled by the slot's own
-/// compare-and-swap (packed table) or lock (sliding log): the loser looks again.
+/// compare-and-swap (packed table) or lock (locked table): the loser looks again.
 pub(crate) struct ClaimLocks {
     locks: Box<[Mutex<()>]>,
 }

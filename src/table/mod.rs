@@ -20,8 +20,11 @@
 //!   one compare-and-swap (token bucket, leaky bucket, fixed and sliding window); its
 //!   protocol, and why a key's request can never touch another key's state, is on the
 //!   module. `packed::rates` holds its rate classes (carry-over across quota changes).
-//! * [`log`]: `LogTable`, a lock and a hint word per slot (the sliding log, whose state
-//!   does not fit a word).
+//! * [`locked`]: `LockedTable<E>`, a lock and a hint word per slot, for entries whose
+//!   state does not fit a word; its protocol (claims, full policy, reclaim floor, lock
+//!   order) is on the module, and the entry type states how its users differ
+//!   (`SlotEntry`). [`log`] holds the sliding log's entry (`LogTable`); the Redis
+//!   hybrid's is in `redis::hybrid`.
 //!
 //! The invariants every table keeps: a key is never present twice; a request is never
 //! applied to another key's state; a key found missing is decided no earlier than its
@@ -31,6 +34,7 @@ pub(crate) mod claim;
 pub(crate) mod counters;
 pub(crate) mod generation;
 pub(crate) mod geometry;
+pub(crate) mod locked;
 pub(crate) mod log;
 pub(crate) mod packed;
 pub(crate) mod tiers;

@@ -1,7 +1,18 @@
 //! [`HybridRateLimiterBuilder`]: connection, prefix, timeout, interval, key bound, clock.
 
-#[allow(clippy::wildcard_imports)]
-use super::*;
+use super::decide::Inner;
+use super::plan::{Plan, Window};
+use super::table::KeyTable;
+use super::{lock, Connection, Error, HybridRateLimiter, Target, TimeSource};
+#[cfg(doc)]
+use crate::ConfigError;
+use crate::{Algorithm, Clock, Quota};
+use crossbeam_utils::atomic::AtomicCell;
+use redis::aio::ConnectionLike;
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Builds a [`HybridRateLimiter`]; made by [`HybridRateLimiter::builder`].
 ///
@@ -243,7 +254,6 @@ impl HybridRateLimiterBuilder {
             ),
             round_trips: AtomicU64::new(0),
             sync_errors: AtomicU64::new(0),
-            untracked: AtomicU64::new(0),
             max_gap: AtomicU64::new(0),
             last_sync: AtomicU64::new(0),
             epoch: Instant::now(),

@@ -2,8 +2,14 @@
 //! send their cumulative counts in chunks (per hash slot on a cluster), take the global
 //! counts back; and the background task that runs it every interval.
 
-#[allow(clippy::wildcard_imports)]
-use super::*;
+use super::counts::Entry;
+use super::decide::Inner;
+use super::{bounded, Error, KeyName};
+use redis::Script;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
 
 const SYNC_SCRIPT: &str = include_str!("../scripts/hybrid_sync.lua");
 
