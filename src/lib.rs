@@ -50,11 +50,6 @@ mod sync;
 mod table;
 mod wait;
 
-/// Loom models' hook into the locked table (`loom-tests/tests/locked.rs`).
-#[cfg(tollgate_loom)]
-#[doc(hidden)]
-pub use table::locked::model as __loom_locked;
-
 pub use algorithm::Algorithm;
 pub use clock::SystemClock;
 pub use clock::{Clock, CoarseClock, CoarseClockError, ManualClock, QuantaClock};

@@ -3,6 +3,9 @@
 
 use crate::sync::{Seqlock, Words};
 
+/// The locked table over a test entry (`loom-tests/tests/locked.rs`).
+pub use crate::table::locked::model::ModelTable;
+
 /// Four words as a value, each word its own: a torn read shows as words that never
 /// stood together in one stored value.
 impl Words for [u64; 4] {

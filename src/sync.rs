@@ -55,6 +55,9 @@ pub(crate) use std::sync::atomic::AtomicBool as PlainAtomicBool;
 /// `Counter::from_arc`), and they run outside the loom models.
 #[cfg(any(feature = "tower", feature = "redis"))]
 pub(crate) use std::sync::Arc as StdArc;
+/// The weak counterpart of [`StdArc`] (the hybrid mode's background task holds one).
+#[cfg(feature = "redis")]
+pub(crate) use std::sync::Weak as StdWeak;
 
 /// Always the standard library's mutex: locks in `static`s (the stripe-id registry,
 /// the coarse clock's upkeep state; loom's mutex has no `const` constructor) and the

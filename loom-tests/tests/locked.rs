@@ -1,7 +1,7 @@
 //! Loom models of `LockedTable`, the keyed table with a lock and a hint word per slot,
 //! for both kinds of entry it holds: the sliding log's (through `KeyedRateLimiter`
 //! with `Algorithm::SlidingLog`), and a minimal entry standing in for the Redis
-//! hybrid's (`tollgate::__loom_locked::ModelTable`: keys compared whole, slots that
+//! hybrid's (`tollgate::loom_hooks::ModelTable`: keys compared whole, slots that
 //! empty again, keys displaced outside full groups; the hybrid limiter itself needs
 //! Redis and a runtime).
 //!
@@ -17,7 +17,7 @@
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-use tollgate::__loom_locked::ModelTable;
+use tollgate::loom_hooks::ModelTable;
 use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, OnFull, Quota};
 
 type Log = KeyedRateLimiter<u64, ManualClock>;

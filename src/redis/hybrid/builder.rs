@@ -4,14 +4,13 @@ use super::decide::Inner;
 use super::plan::{Plan, Window};
 use super::table::KeyTable;
 use super::{lock, Connection, Error, HybridRateLimiter, Target, TimeSource};
+use crate::sync::{PlainAtomicU64 as AtomicU64, StdArc as Arc, StdMutex as Mutex};
 #[cfg(doc)]
 use crate::ConfigError;
 use crate::{Algorithm, Clock, Quota};
 use crossbeam_utils::atomic::AtomicCell;
 use redis::aio::ConnectionLike;
 use std::fmt;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Builds a [`HybridRateLimiter`]; made by [`HybridRateLimiter::builder`].

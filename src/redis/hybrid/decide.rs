@@ -6,10 +6,9 @@ use super::counts::Entry;
 use super::plan::{Plan, Window};
 use super::table::KeyTable;
 use super::{lock, Connection, TimeSource};
+use crate::sync::{PlainAtomicU64 as AtomicU64, StdMutex as Mutex};
 use crate::{Algorithm, Decision};
 use crossbeam_utils::atomic::AtomicCell;
-use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinHandle;
 

@@ -4,10 +4,9 @@ use super::decide::Inner;
 use super::plan::Plan;
 use super::{Error, HybridRateLimiterBuilder, HybridStats};
 use super::{RedisKey, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT, KEY_BUF};
+use crate::sync::{PlainOrdering as Ordering, StdArc as Arc};
 use crate::{Algorithm, ConfigError, Decision, InsufficientCapacity, Quota};
 use std::fmt;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A distributed limiter that decides locally, at in-memory speed, and shares its

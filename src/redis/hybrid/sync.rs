@@ -5,10 +5,9 @@
 use super::counts::Entry;
 use super::decide::Inner;
 use super::{bounded, Error, KeyName};
+use crate::sync::{OnceLock, PlainOrdering as Ordering, StdArc as Arc, StdWeak as Weak};
 use redis::Script;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 const SYNC_SCRIPT: &str = include_str!("../scripts/hybrid_sync.lua");

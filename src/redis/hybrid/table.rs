@@ -26,12 +26,12 @@
 
 use super::counts::Entry;
 use crate::error::ConfigError;
+use crate::sync::StdArc as Arc;
 use crate::table::claim::OnFull;
 use crate::table::counters::Shard;
 use crate::table::geometry::{fingerprint, Geometry, MAX_KEYS};
 use crate::table::locked::{Claim, Floor, LockedTable, SlotEntry};
 use crate::Decision;
-use std::sync::Arc;
 
 /// The hybrid limiter's fixed-capacity key table.
 ///

@@ -1,5 +1,5 @@
 //! A minimal entry for loom models of [`LockedTable`], built only under
-//! `--cfg tollgate_loom` and reached as `tollgate::__loom_locked`: keys are `u64`s
+//! `--cfg tollgate_loom` and reached as `tollgate::loom_hooks`: keys are `u64`s
 //! hashed as the model says (so fingerprints collide at will) and compared whole, and
 //! slots empty again (a walk drops idle entries), as the Redis hybrid's do; each entry
 //! counts its key's requests. It stands in for the hybrid's entry, whose limiter needs

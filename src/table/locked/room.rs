@@ -138,7 +138,7 @@ impl<E: SlotEntry> LockedTable<E> {
     }
 
     /// Keys living outside their groups now.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "redis"))]
     pub(crate) fn displaced(&self) -> u64 {
         self.room
             .as_ref()
@@ -146,7 +146,7 @@ impl<E: SlotEntry> LockedTable<E> {
     }
 
     /// Slots in the table.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "redis"))]
     pub(crate) fn slot_count(&self) -> usize {
         self.slots.len()
     }
