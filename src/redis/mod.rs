@@ -41,6 +41,7 @@ mod error;
 mod exact;
 mod hybrid;
 mod key;
+mod knobs;
 
 pub use error::Error;
 pub use exact::{check_all, Fallback, RedisRateLimiter, RedisRateLimiterBuilder, RedisStats};

@@ -35,51 +35,14 @@ pub struct RedisRateLimiterBuilder {
     pub(super) deployment: Option<Deployment>,
 }
 
+crate::redis::knobs::target_knobs!(
+    RedisRateLimiterBuilder,
+    "RedisRateLimiter",
+    "TokenBucket",
+    "Every script touches one hash-tagged key, hence one slot."
+);
+
 impl RedisRateLimiterBuilder {
-    /// Connects to the Redis at `url` (`redis://host:port/db`) when built.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
-    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
-    ///     .url("redis://127.0.0.1:6379/0");
-    /// # let _ = b;
-    /// ```
-    pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.target = Target::Url(url.into());
-        self
-    }
-
-    /// Uses an existing connection, shared with the caller's other Redis traffic: a
-    /// `ConnectionManager` (reconnects by itself; what [`url`](Self::url) builds), a
-    /// `MultiplexedConnection`, or a Redis Cluster connection (enable the `redis`
-    /// crate's `cluster-async` feature in your own dependency on the same version:
-    /// every script touches one hash-tagged key, hence one slot).
-    ///
-    /// # Example
-    ///
-    /// ```no_run
-    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// let client = tollgate::redis::redis::Client::open("redis://127.0.0.1:6379")?;
-    /// let conn = client.get_connection_manager().await?;
-    /// let limiter = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
-    ///     .connection(conn)
-    ///     .build()
-    ///     .await?;
-    /// # let _ = limiter;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn connection<C>(mut self, connection: C) -> Self
-    where
-        C: ConnectionLike + Clone + Send + Sync + 'static,
-    {
-        self.target = Target::Connection(Connection::new(connection));
-        self
-    }
-
     /// Uses `other`'s connection (shared, not a new one), and counts as the same Redis
     /// deployment: limiters built so can be decided together by
     /// [`check_all`](crate::redis::check_all). Limiters built on the same
@@ -110,38 +73,6 @@ impl RedisRateLimiterBuilder {
     pub fn connection_of(mut self, other: &RedisRateLimiter) -> Self {
         self.target = Target::Connection(other.inner.conn.clone());
         self.deployment = Some(other.inner.deployment.clone());
-        self
-    }
-
-    /// Prefixes every Redis key (default `tollgate`). Give each limiter (each
-    /// algorithm and quota) its own prefix: limiters sharing a prefix share state.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
-    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
-    ///     .prefix("rl:search");
-    /// # let _ = b;
-    /// ```
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Bounds every Redis call, and connecting (default 100 ms).
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use tollgate::{redis::RedisRateLimiter, Algorithm, Quota};
-    /// let b = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(5))
-    ///     .timeout(Duration::from_millis(25));
-    /// # let _ = b;
-    /// ```
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
         self
     }
 

@@ -46,76 +46,14 @@ pub struct HybridRateLimiterBuilder {
     pub(super) time: TimeSource,
 }
 
+crate::redis::knobs::target_knobs!(
+    HybridRateLimiterBuilder,
+    "HybridRateLimiter",
+    "FixedWindow",
+    "A sync sends one pipeline per hash slot."
+);
+
 impl HybridRateLimiterBuilder {
-    /// Connects to the Redis at `url` when built.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
-    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
-    ///     .url("redis://127.0.0.1:6379");
-    /// # let _ = b;
-    /// ```
-    pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.target = Target::Url(url.into());
-        self
-    }
-
-    /// Uses an existing connection: a `ConnectionManager`, a `MultiplexedConnection`,
-    /// or a Redis Cluster connection (a sync then sends one pipeline per hash slot).
-    ///
-    /// # Example
-    ///
-    /// ```no_run
-    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// let client = tollgate::redis::redis::Client::open("redis://127.0.0.1:6379")?;
-    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
-    ///     .connection(client.get_connection_manager().await?);
-    /// # let _ = b;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn connection<C>(mut self, connection: C) -> Self
-    where
-        C: ConnectionLike + Clone + Send + Sync + 'static,
-    {
-        self.target = Target::Connection(Connection::new(connection));
-        self
-    }
-
-    /// Prefixes every Redis key (default `tollgate`); one prefix per limiter.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
-    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
-    ///     .prefix("h:upload");
-    /// # let _ = b;
-    /// ```
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Bounds each sync's round trip and connecting (default 100 ms).
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use tollgate::{redis::HybridRateLimiter, Algorithm, Quota};
-    /// let b = HybridRateLimiter::builder(Algorithm::FixedWindow, Quota::per_second(5))
-    ///     .timeout(Duration::from_millis(50));
-    /// # let _ = b;
-    /// ```
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
     /// How often the background task syncs (default 100 ms). It must be shorter than
     /// the period; `Duration::MAX` disables the task (sync with
     /// [`HybridRateLimiter::sync`] yourself).
