@@ -103,13 +103,13 @@ impl Admissions<'_> {
     /// ([`Backend::release`](super::Backend::release)). Newest first.
     fn release(&mut self) {
         while let Some((i, cost, undo)) = self.taken.pop() {
-            let engine = &self.policies[i].engine;
+            let backend = &self.policies[i].backend;
             match undo {
                 Some(u) => {
-                    engine.undo(self.parts, u);
+                    backend.undo(self.parts, u);
                 }
                 None => {
-                    engine.release(self.parts, cost);
+                    backend.release(self.parts, cost);
                 }
             }
         }
@@ -168,7 +168,7 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
         // the acquire below can still deny after others consumed; those are released.
         for (i, p) in policies.iter().enumerate().filter(|(_, p)| !p.shadow) {
             let cost = p.cost_of(parts);
-            let Some(peek) = p.engine.peek(parts) else {
+            let Some(peek) = p.backend.peek(parts) else {
                 settled[i] = true;
                 // Nothing has been taken yet: the peek phase consumes nothing.
                 if let Some(end) = missing(p, i) {
@@ -180,8 +180,8 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
                 Err(e) => return Verdict::Failed(i, e),
                 Ok(d) if d.remaining() >= cost => {}
                 Ok(_) => {
-                    // Ask for real: the engine's denial is exact and consumes nothing.
-                    let Some((acq, undo)) = p.engine.acquire_undoable(parts, cost) else {
+                    // Ask for real: the backend's denial is exact and consumes nothing.
+                    let Some((acq, undo)) = p.backend.acquire_undoable(parts, cost) else {
                         continue;
                     };
                     let answer = get(acq, at_once).await;
@@ -200,7 +200,7 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
             continue;
         }
         let cost = p.cost_of(parts);
-        let Some((acq, undo)) = p.engine.acquire_undoable(parts, cost) else {
+        let Some((acq, undo)) = p.backend.acquire_undoable(parts, cost) else {
             if let Some(end) = missing(p, i) {
                 admitted.release();
                 return end;
@@ -215,7 +215,7 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
 
     for (i, p) in policies.iter().enumerate().filter(|(_, p)| p.shadow) {
         let cost = p.cost_of(parts);
-        let Some(acq) = p.engine.acquire(parts, cost) else {
+        let Some(acq) = p.backend.acquire(parts, cost) else {
             // A shadow policy never refuses; under the default it says why, once.
             p.count_missing();
             if p.missing == MissingKey::Fail {
@@ -255,7 +255,7 @@ impl Wake for Noop {
 /// allocation.
 fn decide_one(p: &Policy, parts: &Parts) -> Verdict {
     let cost = p.cost_of(parts);
-    let Some(mut acq) = p.engine.acquire(parts, cost) else {
+    let Some(mut acq) = p.backend.acquire(parts, cost) else {
         return missing(p, 0).unwrap_or(Verdict::Pass(Reports::None));
     };
     let result = acq.now().unwrap_or_else(|| {

@@ -57,8 +57,8 @@ pub enum MissingKey {
 
 type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;
 
-/// The type-erased limiter and key extractor of one policy.
-pub(crate) trait Engine: Send + Sync {
+/// The type-erased limiter ([`Backend`]) and key extractor of one policy.
+pub(crate) trait KeyedBackend: Send + Sync {
     fn quota(&self) -> Quota;
     fn acquire(&self, parts: &Parts, cost: u32) -> Option<Acquire>;
     fn acquire_undoable(&self, parts: &Parts, cost: u32) -> Option<(Acquire, Option<Undo>)>;
@@ -74,7 +74,7 @@ struct Bound<L, E> {
     key: E,
 }
 
-impl<L, E> Engine for Bound<L, E>
+impl<L, E> KeyedBackend for Bound<L, E>
 where
     E: KeyExtractor,
     L: Backend<E::Key>,
@@ -140,7 +140,7 @@ where
 #[derive(Clone)]
 pub struct Policy {
     pub(crate) name: Arc<str>,
-    pub(crate) engine: Arc<dyn Engine>,
+    pub(crate) backend: Arc<dyn KeyedBackend>,
     pub(crate) shadow: bool,
     cost: Option<Arc<CostFn>>,
     pub(crate) missing: MissingKey,
@@ -179,7 +179,7 @@ impl Policy {
             .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
             .collect();
         Policy {
-            engine: Arc::new(Bound { limiter, key }),
+            backend: Arc::new(Bound { limiter, key }),
             shadow: false,
             cost: None,
             missing: MissingKey::default(),
@@ -329,7 +329,7 @@ impl Policy {
     /// ```
     #[must_use]
     pub fn quota(&self) -> Quota {
-        self.engine.quota()
+        self.backend.quota()
     }
 
     /// How many requests had no key (this policy and its clones).
@@ -357,7 +357,7 @@ impl Policy {
 
     /// Why this request has no key, in words for the operator (cold path).
     pub(crate) fn missing_reason(&self, parts: &Parts) -> String {
-        self.engine.missing_reason(parts)
+        self.backend.missing_reason(parts)
     }
 
     /// Reports a missing key on standard error, the first time for this policy and its

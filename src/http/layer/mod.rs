@@ -104,7 +104,7 @@ impl RateLimitLayer {
                     legacy: false,
                     policy: policy_header(&policies),
                 },
-                at_once: policies.iter().all(|p| !p.engine.is_async()),
+                at_once: policies.iter().all(|p| !p.backend.is_async()),
                 policies,
                 on_error: OnBackendError::Status(StatusCode::SERVICE_UNAVAILABLE),
             }),
@@ -142,7 +142,7 @@ impl RateLimitLayer {
             all.push(policy);
             c.policies = all.into();
             c.headers.policy = policy_header(&c.policies);
-            c.at_once = c.policies.iter().all(|p| !p.engine.is_async());
+            c.at_once = c.policies.iter().all(|p| !p.backend.is_async());
         })
     }
 
