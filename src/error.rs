@@ -71,14 +71,16 @@ pub enum ConfigError {
         /// The largest limit the sliding log accepts.
         max: u32,
     },
-    /// A keyed limiter was asked to hold zero keys, or more than it can address.
+    /// A keyed limiter was asked to hold zero keys (`max_keys`), more than it can
+    /// address, or a table too large to allocate. (The variant keeps its first name:
+    /// it counts keys, never a burst.)
     InvalidCapacity {
-        /// The capacity asked for.
+        /// The `max_keys` asked for.
         requested: usize,
-        /// The largest capacity accepted.
+        /// The largest `max_keys` accepted.
         max: usize,
     },
-    /// The shard count is zero, not a power of two, or larger than the capacity.
+    /// The shard count is zero, not a power of two, or leaves too few keys per shard.
     InvalidShards {
         /// The shard count asked for.
         requested: usize,
@@ -168,7 +170,7 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::InvalidCapacity { requested, max } => write!(
                 f,
-                "capacity {requested} is out of range: a keyed limiter holds between 1 and {max} keys"
+                "max_keys {requested} is out of range: a keyed limiter holds between 1 and {max} keys, and its table must fit in memory"
             ),
             ConfigError::InvalidShards { requested } => write!(
                 f,
