@@ -145,7 +145,16 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     if let Some(e) = first_empty {
                         let class = rate.map_or(0, |g| g.class());
                         let kw = generation::word(fp, self.shards[loc.shard].epoch(), class);
-                        if self.claim_empty(e, pack(kw, next)) {
+                        if self
+                            .slot(e)
+                            .compare_exchange(
+                                0,
+                                pack(kw, next),
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            )
+                            .is_ok()
+                        {
                             return (Placed::Stored(r), kw);
                         }
                     } else if let Some(placed) =

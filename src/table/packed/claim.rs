@@ -165,9 +165,11 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // A new generation, taken after the scan loaded the entries it may replace.
         let kw = generation::word(fp, shard.next_epoch(), rate.map_or(0, |g| g.class()));
         *key_word = kw;
-        // Through the slot's lane (see `control`): a replacing claim owns it around
-        // its compare-and-swap.
-        let install = |(i, old): (usize, u128)| self.replace(i, old, pack(kw, next)).then_some(());
+        let install = |(i, old): (usize, u128)| {
+            self.slot(i)
+                .compare_exchange(old, pack(kw, next), Ordering::AcqRel, Ordering::Acquire)
+                .ok()
+        };
         if let Some(target) = scan.target() {
             if fp_of(target.1) != 0 {
                 shard.stamp(now);

@@ -68,14 +68,18 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     return Err(e);
                 };
                 let class = step.class().unwrap_or(0);
-                return if self
-                    .claim_empty(e, pack(generation::word(fp, shard.epoch(), class), next))
-                {
-                    let d = step.decision(0, t, cost);
-                    self.counts.count(cost, &d);
-                    Ok(d)
-                } else {
-                    Err(MOVED)
+                return match self.slot(e).compare_exchange(
+                    0,
+                    pack(generation::word(fp, shard.epoch(), class), next),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        let d = step.decision(0, t, cost);
+                        self.counts.count(cost, &d);
+                        Ok(d)
+                    }
+                    Err(_) => Err(MOVED),
                 };
             }
             Scan::Absent { first_empty } => return Err(first_empty.unwrap_or(FULL)),

@@ -66,7 +66,6 @@ use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::sync::{AtomicU128, Ordering};
 use crate::Decision;
-use control::Control;
 use crossbeam_utils::CachePadded;
 use rates::Rates;
 
@@ -140,8 +139,10 @@ impl Scan {
 struct Line([AtomicU128; 4]);
 
 /// Tables of more slot bytes than this (4 MiB, more than a core's share of the caches
-/// here) end a scan at an empty first slot of the first group before loading the
-/// second group's (there a load is a cache miss; see `PackedTable::scan`).
+/// here) probe both candidate groups in pairs all the way: there a lookup's loads are
+/// cache misses, and overlapping them hides one. Smaller tables probe the first pair
+/// together and the rest one slot at a time (a slot a key rarely reaches is then not
+/// loaded for nothing).
 const PAIRED_BYTES: usize = 4 << 20;
 
 /// The fast path's report that the key's slot went to another key (see
@@ -154,14 +155,12 @@ const FULL: usize = usize::MAX - 1;
 /// build: its compare-and-swap loops hold no match on the algorithm).
 pub(crate) struct PackedTable<A: PackedAlgorithm> {
     lines: Box<[Line]>,
-    /// A lane per slot, read before the slots (see `control`).
-    control: Control,
     shards: Box<[CachePadded<Shard>]>,
     claims: ClaimLocks,
     counts: Stripes,
     geo: Geometry,
-    /// Whether a scan tests the first group's first slot for empty before loading the
-    /// second group's (tables larger than [`PAIRED_BYTES`]).
+    /// Whether lookups load both groups' slots in pairs (tables larger than
+    /// [`PAIRED_BYTES`]) rather than one at a time.
     paired: bool,
     /// Each tier's parameters.
     params: Tiers<A>,
@@ -181,8 +180,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             .checked_add(Rates::BYTES)?
             .checked_add(geo.shards() * std::mem::size_of::<CachePadded<Shard>>())?
             .checked_add(ClaimLocks::bytes(geo.slots()))?
-            .checked_add(Stripes::BYTES)?
-            .checked_add(Control::bytes(geo.slots(), geo.group()))
+            .checked_add(Stripes::BYTES)
     }
 
     /// Allocates every slot, once.
@@ -204,7 +202,6 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         lines.extend((0..n).map(|_| Line(std::array::from_fn(|_| AtomicU128::new(0)))));
         Ok(PackedTable {
             lines: lines.into_boxed_slice(),
-            control: Control::new(geo.slots(), geo.group()),
             shards: new_shards(geo.shards()),
             claims: ClaimLocks::new(geo.slots()),
             counts: Stripes::new(stats),
@@ -224,7 +221,6 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             + ClaimLocks::bytes(self.geo.slots())
             + self.counts.memory_bytes()
             + Rates::BYTES
-            + Control::bytes(self.geo.slots(), self.geo.group())
     }
 
     /// Slot `i`.
@@ -278,7 +274,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     #[inline(always)]
     fn scan(&self, fp: u64, loc: &Location) -> Scan {
         let [a, b] = loc.groups;
-        let [ja, jb] = loc.starts;
+        let [mut ja, mut jb] = loc.starts;
+        let group = self.geo.group();
         // The first empty slot ends the scan: the key is not further on (see the
         // protocol: a key sits at the first slot that was empty in its order when it
         // was installed, and slots never become empty again, so every slot before
@@ -309,93 +306,60 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             }
             check(ia, wa).or_else(|| check(ib, wb))
         };
-        // The first pair of the key's order (where about nine keys in ten sit) is read
-        // directly; the rest through the control words (`scan_rest`).
+        // The order of `Location::probe`, written out so it compiles to tight loops.
         if a == b {
-            let i = a + ja;
-            if let Some(found) = check(i, self.slot(i).load(Ordering::Acquire)) {
-                return found;
+            for _ in 0..group {
+                let i = a + ja;
+                if let Some(found) = check(i, self.slot(i).load(Ordering::Acquire)) {
+                    return found;
+                }
+                ja = if ja + 1 == group { 0 } else { ja + 1 };
+            }
+        } else if self.paired {
+            // A table larger than the caches: pairs all the way, so that the two
+            // cache misses of each pair overlap instead of following each other.
+            for _ in 0..group {
+                let (ia, ib) = (a + ja, b + jb);
+                let wa = self.slot(ia).load(Ordering::Acquire);
+                // An empty slot of the first group ends the scan before the second
+                // group's slot is read: it comes first in the key's order. A table
+                // filling up (a random stream of new keys) then pays one cache miss per
+                // key instead of two (first fill of 1,000,000 keys: 174 -> 113 ns per
+                // decision); on a table of present keys the branch is never taken and
+                // the second load still issues alongside the first.
+                if fp_of(wa) == 0 {
+                    return Scan::Absent {
+                        first_empty: Some(ia),
+                    };
+                }
+                let wb = self.slot(ib).load(Ordering::Acquire);
+                if let Some(done) = pair((ia, wa), (ib, wb)) {
+                    return done;
+                }
+                ja = if ja + 1 == group { 0 } else { ja + 1 };
+                jb = if jb + 1 == group { 0 } else { jb + 1 };
             }
         } else {
+            // A table the caches hold: the first pair (where about nine keys in ten
+            // sit) together, the rest one slot at a time.
             let (ia, ib) = (a + ja, b + jb);
             let wa = self.slot(ia).load(Ordering::Acquire);
-            // In a table larger than the caches, an empty slot of the first group ends
-            // the scan before the second group's slot is read: it comes first in the
-            // key's order. A table filling up (a random stream of new keys) then pays
-            // one cache miss per key instead of two (first fill of 1,000,000 keys: 174
-            // -> 113 ns per decision); on a table of present keys the branch is never
-            // taken and the second load still issues alongside the first.
-            if self.paired && fp_of(wa) == 0 {
-                return Scan::Absent {
-                    first_empty: Some(ia),
-                };
-            }
             let wb = self.slot(ib).load(Ordering::Acquire);
             if let Some(done) = pair((ia, wa), (ib, wb)) {
                 return done;
             }
-        }
-        // The second pair read directly too: a short walk in a table the caches hold
-        // costs less than the control words' match.
-        let group = self.geo.group();
-        let next = |j: usize| if j + 1 == group { 0 } else { j + 1 };
-        let (ia, ib) = (a + next(ja), b + next(jb));
-        if let Some(found) = check(ia, self.slot(ia).load(Ordering::Acquire)) {
-            return found;
-        }
-        if a != b {
-            if let Some(found) = check(ib, self.slot(ib).load(Ordering::Acquire)) {
-                return found;
-            }
-        }
-        // The location by value: a reference would make the hit path store it.
-        self.scan_rest(fp, a, b, ja, jb)
-    }
-
-    /// The rest of [`scan`](Self::scan) after the first two pairs, out of line (the
-    /// hit path keeps its registers): both groups' control words, and, in the key's order, only the slots whose lane may
-    /// hold the key (its lane tag, `EMPTY` or `WILD`: see `control`). A slot whose lane
-    /// holds another tag held another key when the lane was read, as its own load
-    /// would have shown. A miss in a full table reads four slots and the two groups'
-    /// control words (a cache line each) and, one time in about 50, a slot of a
-    /// colliding tag, instead of all 24 slots (six cache lines).
-    #[inline(never)]
-    fn scan_rest(&self, fp: u64, a: usize, b: usize, sa: usize, sb: usize) -> Scan {
-        let group = self.geo.group();
-        let at = |base: usize, start: usize, k: u32| {
-            let j = start + k as usize;
-            base + if j >= group { j - group } else { j }
-        };
-        let tag = control::tag_of(fp);
-        // The first two slots of each group's order were read above.
-        let mut ma = self.control.candidates(a, sa, tag) & !3;
-        let mut mb = if a == b {
-            0
-        } else {
-            self.control.candidates(b, sb, tag) & !3
-        };
-        // The two groups interleaved, as `Location::probe`: step k of the first group
-        // before step k of the second.
-        while ma | mb != 0 {
-            let (ka, kb) = (ma.trailing_zeros(), mb.trailing_zeros());
-            let i = if ka <= kb {
-                ma &= ma - 1;
-                at(a, sa, ka)
-            } else {
-                mb &= mb - 1;
-                at(b, sb, kb)
-            };
-            let w = self.slot(i).load(Ordering::Acquire);
-            match fp_of(w) {
-                f if generation::holds(f, fp) => return Scan::Found(i, w),
-                0 => {
-                    return Scan::Absent {
-                        first_empty: Some(i),
-                    }
+            ja = if ja + 1 == group { 0 } else { ja + 1 };
+            jb = if jb + 1 == group { 0 } else { jb + 1 };
+            for _ in 1..group {
+                let (ia, ib) = (a + ja, b + jb);
+                if let Some(found) = check(ia, self.slot(ia).load(Ordering::Acquire)) {
+                    return found;
                 }
-                // An occupied slot behind a lane that may still be `EMPTY`: publish
-                // its tag, so later scans skip it.
-                _ => self.publish_read(i, w),
+                if let Some(found) = check(ib, self.slot(ib).load(Ordering::Acquire)) {
+                    return found;
+                }
+                ja = if ja + 1 == group { 0 } else { ja + 1 };
+                jb = if jb + 1 == group { 0 } else { jb + 1 };
             }
         }
         Scan::Absent { first_empty: None }
@@ -461,7 +425,6 @@ impl<A: PackedAlgorithm> PackedTable<A> {
 
 mod booked;
 mod claim;
-mod control;
 mod decide;
 pub(crate) mod rates;
 #[cfg(all(test, not(tollgate_loom)))]
