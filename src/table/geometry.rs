@@ -26,7 +26,7 @@ pub(crate) const GROUP: usize = 12;
 ///
 /// With two candidate groups per key and the new key placed in the group holding
 /// fewer live keys, 1.48 slots per key keeps evictions with `max_keys` live keys far
-/// under 0.1% of insertions (see [`GROUP`] and `tests/keyed_flood.rs`) at 23.7 bytes per
+/// under 0.1% of insertions (see [`GROUP`] and `tests/keyed_flood.rs`) at about 24 bytes per
 /// key (16-byte slots, plus the shard counters).
 pub(crate) const SLOTS_NUM: usize = 37;
 /// See [`SLOTS_NUM`].

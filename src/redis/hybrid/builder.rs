@@ -91,7 +91,7 @@ impl HybridRateLimiterBuilder {
     }
 
     /// The bytes [`build`](Self::build) will allocate for the key table, without
-    /// allocating them: about 166 bytes per key of [`max_keys`](Self::max_keys)
+    /// allocating them: about 178 bytes per key of [`max_keys`](Self::max_keys)
     /// (1.48 slots of 112 bytes), plus each tracked key's name once it is seen.
     ///
     /// # Errors
