@@ -62,6 +62,45 @@ fn log_same_new_key_is_installed_once() {
     });
 }
 
+/// Two threads decide the same key of a log of one per second, whose one admission
+/// (at 0) has left the window (at 1.2 s): exactly one of them is admitted, and the log
+/// holds that one (none lost, none doubled). The slot's spin lock (`sync::SpinLock`)
+/// is the only thing between them: its compare-and-swap reads the ring's head, its
+/// release store publishes the head, and the newest stamp and the timestamps (loom's
+/// atomics, accessed relaxed) are ordered by it alone. One timestamp: the second
+/// holder reads exactly what the first wrote.
+///
+/// Caught breaks: the lock taken without testing its bit (`SpinLock::lock` accepting a
+/// held word): both requests are admitted; the lock given back with `Relaxed` instead
+/// of `Release` (`SpinLock::unlock`): the second holder may read the newest stamp as
+/// it was before the first wrote it, and admit a second request in the period.
+#[test]
+fn log_same_key_decided_by_two_threads_is_admitted_once() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let l = Arc::new(
+            KeyedRateLimiter::builder(Algorithm::SlidingLog, Quota::per_second(1))
+                .max_keys(1)
+                .on_full(OnFull::Deny)
+                .hash_seed(1)
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+        );
+        assert!(l.check(&7).is_allowed());
+        clock.advance(Duration::from_millis(1200));
+        let l2 = l.clone();
+        let t = thread::spawn(move || l2.check(&7).is_allowed());
+        let a = l.check(&7).is_allowed();
+        let b = t.join().unwrap();
+        assert!(
+            a != b,
+            "admitted {a} and {b} in one period of a limit of one"
+        );
+        assert_eq!(used(&l, 7), 1, "an admission lost or doubled");
+    });
+}
+
 /// Key A's log is idle (its slot reclaimable), C's is live: a thread checks A while
 /// another checks new key B, which reclaims A's slot. A's request lands in A's log (or
 /// A, then missing with no room, is refused); never in B's.

@@ -48,14 +48,18 @@ mod entry;
 #[cfg(tollgate_loom)]
 pub mod model;
 mod room;
+mod slot;
 
 pub(crate) use entry::{Candidate, Floor, SlotEntry};
+#[cfg_attr(not(any(feature = "redis", tollgate_loom)), allow(unused_imports))]
+pub(crate) use slot::MutexSlot;
+pub(crate) use slot::{Guard, SlotCell};
 
 use super::claim::{ClaimLocks, ClaimScan, OnFull};
 use super::counters::{new_shards, totals, Shard, Stripes, Totals};
 use super::geometry::{Geometry, Location, MAX_KEYS};
 use crate::error::ConfigError;
-use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use room::Room;
 
@@ -65,8 +69,9 @@ pub(crate) const SWEEP: usize = 64;
 /// What a slot's lock guards.
 #[derive(Debug)]
 pub(crate) struct Held<E> {
-    /// The key's fingerprint, `0` when the slot holds no key.
-    fp: u64,
+    /// The key's fingerprint, `0` when the slot holds no key (the slot's hint is
+    /// published from it).
+    pub(crate) fp: u64,
     /// The key's entry.
     pub(crate) entry: E,
 }
@@ -79,21 +84,14 @@ impl<E> Held<E> {
     }
 }
 
-#[derive(Debug)]
-struct Slot<E> {
-    /// A copy of `held.fp`, written under the lock, read without it.
-    hint: AtomicU64,
-    held: Mutex<Held<E>>,
-}
-
 /// What a claim did for a key found missing by a lookup.
 pub(crate) enum Claim<'a, E: SlotEntry> {
     /// The key is in slot `.0` (a racing claim put it there), locked.
-    Found(usize, MutexGuard<'a, Held<E>>),
+    Found(usize, Guard<'a, E>),
     /// The key was installed in slot `.0`, locked, with [`SlotEntry::install`]'s
     /// empty state (the caller sets up the rest before releasing the lock); `.2` is
     /// the name the slot held before, to be dropped after the lock.
-    Installed(usize, MutexGuard<'a, Held<E>>, E::Name),
+    Installed(usize, Guard<'a, E>, E::Name),
     /// The table is full for the key and `OnFull::Allow` admits it without a slot.
     Untracked,
     /// The table is full for the key and it is refused: retry at `soonest` (when the
@@ -113,7 +111,7 @@ enum Free {
 
 /// A fixed-capacity table of locked slots holding entries `E` (see the module doc).
 pub(crate) struct LockedTable<E: SlotEntry> {
-    slots: Box<[Slot<E>]>,
+    slots: Box<[E::Slot]>,
     shards: Box<[CachePadded<Shard>]>,
     claims: ClaimLocks,
     counts: Stripes,
@@ -127,7 +125,7 @@ pub(crate) struct LockedTable<E: SlotEntry> {
 
 impl<E: SlotEntry> LockedTable<E> {
     /// Bytes of one slot.
-    pub(crate) const SLOT_BYTES: usize = std::mem::size_of::<Slot<E>>();
+    pub(crate) const SLOT_BYTES: usize = std::mem::size_of::<E::Slot>();
 
     /// The bytes a table of `geo` takes, besides `ext_bytes` for its [`SlotEntry::Ext`],
     /// computed before allocating; `None` beyond the address space.
@@ -159,12 +157,11 @@ impl<E: SlotEntry> LockedTable<E> {
         };
         let mut slots = Vec::new();
         slots.try_reserve_exact(n).map_err(too_big)?;
-        slots.extend((0..n).map(|_| Slot {
-            hint: AtomicU64::new(0),
-            held: Mutex::new(Held {
+        slots.extend((0..n).map(|_| {
+            E::Slot::new(Held {
                 fp: 0,
                 entry: E::vacant(),
-            }),
+            })
         }));
         let room = if E::EMPTIES {
             let mut bits = Vec::new();
@@ -237,7 +234,7 @@ impl<E: SlotEntry> LockedTable<E> {
     pub(crate) fn occupancy(&self, now: u64) -> (u64, u64) {
         let (mut occupied, mut active) = (0, 0);
         for (i, s) in self.slots.iter().enumerate() {
-            let held = lock(&s.held);
+            let held = s.lock();
             if held.fp != 0 {
                 occupied += 1;
                 if !held.entry.idle(&self.ext, i, now) {
@@ -250,8 +247,8 @@ impl<E: SlotEntry> LockedTable<E> {
 
     /// Slot `i`, locked.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn lock_slot(&self, i: usize) -> MutexGuard<'_, Held<E>> {
-        lock(&self.slots[i].held)
+    pub(crate) fn lock_slot(&self, i: usize) -> Guard<'_, E> {
+        self.slots[i].lock()
     }
 
     /// The shard whose stamp bounds claims of keys of shard `shard`.
@@ -275,12 +272,12 @@ impl<E: SlotEntry> LockedTable<E> {
     /// Slot `i` locked, if it holds `key` (fingerprint `fp`): the hint skips other
     /// keys' slots without locking them.
     #[inline(always)]
-    fn holding(&self, i: usize, fp: u64, key: &E::Key) -> Option<MutexGuard<'_, Held<E>>> {
+    fn holding(&self, i: usize, fp: u64, key: &E::Key) -> Option<Guard<'_, E>> {
         let slot = &self.slots[i];
-        if slot.hint.load(Ordering::Acquire) != fp {
+        if slot.hint() != fp {
             return None;
         }
-        let held = lock(&slot.held);
+        let held = slot.lock();
         (held.fp == fp && held.entry.is(key)).then_some(held)
     }
 
@@ -295,7 +292,7 @@ impl<E: SlotEntry> LockedTable<E> {
         fp: u64,
         key: &E::Key,
         loc: &Location,
-    ) -> Option<(usize, MutexGuard<'_, Held<E>>)> {
+    ) -> Option<(usize, Guard<'_, E>)> {
         // The key's first slot in each group first, where about nine keys in ten sit;
         // then the whole probe order (a key is never present twice, so whichever slot
         // confirms it is the key's).
@@ -315,7 +312,7 @@ impl<E: SlotEntry> LockedTable<E> {
     }
 
     /// The slot holding `key` outside its groups, while any key is displaced.
-    fn find_displaced(&self, fp: u64, key: &E::Key) -> Option<(usize, MutexGuard<'_, Held<E>>)> {
+    fn find_displaced(&self, fp: u64, key: &E::Key) -> Option<(usize, Guard<'_, E>)> {
         let room = self.room.as_ref()?;
         if room.displaced.load(Ordering::Acquire) == 0 {
             return None;
@@ -349,7 +346,7 @@ impl<E: SlotEntry> LockedTable<E> {
             let mut empty = ClaimScan::new();
             let mut idle = ClaimScan::new();
             for (w, i) in loc.probe(self.geo.group()) {
-                let held = lock(&self.slots[i].held);
+                let held = self.slots[i].lock();
                 if held.fp == fp && held.entry.is(key) {
                     break 'scan Claim::Found(i, held);
                 }
@@ -377,7 +374,7 @@ impl<E: SlotEntry> LockedTable<E> {
                         let Some((i, seen, _)) = idle.target() else {
                             continue;
                         };
-                        let mut held = lock(&self.slots[i].held);
+                        let mut held = self.slots[i].lock();
                         if held.fp != seen || !held.entry.idle(&self.ext, i, now) {
                             continue 'scan;
                         }
@@ -395,7 +392,7 @@ impl<E: SlotEntry> LockedTable<E> {
                             break;
                         }
                         if let Some((i, _, _)) = empty.target() {
-                            let mut held = lock(&self.slots[i].held);
+                            let mut held = self.slots[i].lock();
                             if held.fp != 0 {
                                 self.unreserve();
                                 continue 'scan;
@@ -411,10 +408,10 @@ impl<E: SlotEntry> LockedTable<E> {
                             let n = self.slots.len();
                             let from = loc.groups[0];
                             for i in (from..n).chain(0..from) {
-                                if self.slots[i].hint.load(Ordering::Acquire) != 0 {
+                                if self.slots[i].hint() != 0 {
                                     continue;
                                 }
-                                let mut held = lock(&self.slots[i].held);
+                                let mut held = self.slots[i].lock();
                                 if held.fp == 0 {
                                     room.displaced.fetch_add(1, Ordering::AcqRel);
                                     let old = self.install(i, &mut held, fp, name, true);
@@ -433,7 +430,7 @@ impl<E: SlotEntry> LockedTable<E> {
             let shard = &self.shards[loc.shard];
             break 'scan match (self.on_full, idle.victim()) {
                 (OnFull::Evict, Some((i, seen, ranked))) => {
-                    let mut held = lock(&self.slots[i].held);
+                    let mut held = self.slots[i].lock();
                     // Ranked on this entry: if its owner decided since, rank again.
                     if held.fp != seen || held.entry.mark() != ranked {
                         continue 'scan;
@@ -476,7 +473,7 @@ impl<E: SlotEntry> LockedTable<E> {
         held.fp = fp;
         let shard = &self.shards[self.geo.shard_of(i)];
         let old = held.entry.install(&self.ext, i, shard, name, displaced);
-        self.slots[i].hint.store(fp, Ordering::Release);
+        self.slots[i].set_hint(fp);
         old
     }
 }
