@@ -34,14 +34,15 @@ pub(crate) use loom::hint::spin_loop;
 #[cfg(not(tollgate_loom))]
 pub(crate) use std::hint::spin_loop;
 
-/// Always the standard library's atomic, even in loom models: process-wide
+/// Always the standard library's atomic, even in loom models: the sliding log's
+/// timestamp block, whose cells are only touched under a (modelled) slot lock, so
+/// they need no model of their own (see `algorithm::sliding_log::Stamps`); process-wide
 /// `static` counters (loom's atomics have no `const` constructor); and the adapters'
 /// counters (HTTP, Redis), which run outside the loom models.
 pub(crate) use std::sync::atomic::AtomicU64 as PlainAtomicU64;
 
 /// The memory orderings of the standard library's atomics ([`PlainAtomicU64`] and
 /// the other plain ones), which loom's `Ordering` is not.
-#[cfg(feature = "redis")]
 pub(crate) use std::sync::atomic::Ordering as PlainOrdering;
 
 /// Always the standard library's atomic: the HTTP adapter's once-per-policy flag,
@@ -123,89 +124,6 @@ pub(crate) fn slot_word_is_lock_free() -> bool {
 #[cfg(tollgate_loom)]
 pub(crate) fn slot_word_is_lock_free() -> bool {
     true
-}
-
-/// A lock and a few bits of the data it guards in one atomic word: taking it is one
-/// compare-and-swap (which reads the bits), giving it back one plain `Release` store
-/// (which writes them), where a `Mutex` pays a second locked instruction to wake
-/// waiters. For short sections over atomic cells written only under the lock (the
-/// sliding log's cursor and timestamps): a waiter spins a while, then yields its core.
-///
-/// Word layout: bit 0 set while held; bits 1..64 the payload (`payload << 1`).
-#[derive(Debug)]
-pub(crate) struct SpinLock {
-    word: AtomicU64,
-}
-
-/// The lock bit of a [`SpinLock`]'s word.
-const HELD: u64 = 1;
-
-/// Spins of a waiting [`SpinLock::lock`] before each yield of its core.
-#[cfg(not(tollgate_loom))]
-const SPINS: u32 = 64;
-
-impl SpinLock {
-    /// An unlocked lock holding `payload` (below `2^63`).
-    pub(crate) fn new(payload: u64) -> Self {
-        SpinLock {
-            word: AtomicU64::new(payload << 1),
-        }
-    }
-
-    /// Takes the lock (`Acquire`); returns the payload its last holder left.
-    #[inline(always)]
-    pub(crate) fn lock(&self) -> u64 {
-        let w = self.word.load(Ordering::Relaxed);
-        if w & HELD == 0
-            && self
-                .word
-                .compare_exchange_weak(w, w | HELD, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        {
-            return w >> 1;
-        }
-        self.lock_slow()
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn lock_slow(&self) -> u64 {
-        #[cfg(not(tollgate_loom))]
-        let mut spins = 0u32;
-        loop {
-            let w = self.word.load(Ordering::Relaxed);
-            if w & HELD == 0 {
-                if self
-                    .word
-                    .compare_exchange_weak(w, w | HELD, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return w >> 1;
-                }
-                continue;
-            }
-            // Under loom a yield, so the model lets the holder run.
-            #[cfg(tollgate_loom)]
-            loom::thread::yield_now();
-            #[cfg(not(tollgate_loom))]
-            {
-                spins += 1;
-                if spins < SPINS {
-                    std::hint::spin_loop();
-                } else {
-                    spins = 0;
-                    std::thread::yield_now();
-                }
-            }
-        }
-    }
-
-    /// Gives the lock back (`Release`) with `payload` (below `2^63`); call only while
-    /// holding it.
-    #[inline(always)]
-    pub(crate) fn unlock(&self, payload: u64) {
-        self.word.store(payload << 1, Ordering::Release);
-    }
 }
 
 /// Locks `m`, recovering the guard if a previous holder panicked.

@@ -22,12 +22,11 @@ use super::claim::{ClaimScan, OnFull};
 use super::counters::Shard;
 use super::geometry::{fingerprint, Geometry, MAX_KEYS};
 use super::locked::{Candidate, Claim, Floor, LockedTable, SlotEntry};
-use super::log_slot::LogSlot;
 use super::packed::Placed;
 use super::tiers::Tiers;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
 use crate::reservation::Origin;
-use crate::sync::AtomicU64;
+use crate::sync::PlainAtomicU64;
 use crate::Decision;
 
 /// A fixed-capacity table of sliding logs.
@@ -37,17 +36,17 @@ pub(crate) type LogTable = LockedTable<LogEntry>;
 #[derive(Debug)]
 pub(crate) struct LogEntry {
     /// The ring's head and newest timestamp.
-    pub(super) cursor: Cursor,
+    cursor: Cursor,
     /// This incarnation of the key's log: the shard's epoch when it was installed or
     /// last reset (unique in the shard), so that a booking is given back only to the
     /// log it was made on (see `reservation::Origin::Entry`).
-    pub(super) gen: u64,
+    gen: u64,
 }
 
 /// What the logs share: their timestamps and their quotas.
 pub(crate) struct Logs {
     /// Every slot's timestamps, `ring_len` per slot.
-    stamps: Box<[AtomicU64]>,
+    stamps: Box<[PlainAtomicU64]>,
     /// Each tier's parameters.
     params: Tiers<SlidingLog>,
     /// Timestamps per ring, fixed at build (the largest limit built with).
@@ -57,15 +56,13 @@ pub(crate) struct Logs {
 impl Logs {
     /// Slot `i`'s ring at `cursor` (call under slot `i`'s lock).
     #[inline]
-    fn ring(&self, i: usize, cursor: Cursor) -> Ring<&[AtomicU64]> {
+    fn ring(&self, i: usize, cursor: Cursor) -> Ring<&[PlainAtomicU64]> {
         let len = self.ring_len;
         Ring::from_parts(cursor, &self.stamps[i * len..(i + 1) * len])
     }
 }
 
 impl SlotEntry for LogEntry {
-    /// A spin lock over atomic cells (see [`LogSlot`]).
-    type Slot = LogSlot;
     /// A log's key is its fingerprint: nothing more to compare.
     type Key = ();
     type Name = ();
@@ -163,7 +160,7 @@ impl LockedTable<LogEntry> {
             .ok_or_else(too_big)?;
         let mut stamps = Vec::new();
         stamps.try_reserve_exact(cells).map_err(|_| too_big())?;
-        stamps.extend((0..cells).map(|_| AtomicU64::new(EMPTY_STAMP)));
+        stamps.extend((0..cells).map(|_| PlainAtomicU64::new(EMPTY_STAMP)));
         let logs = Logs {
             stamps: stamps.into_boxed_slice(),
             params: Tiers::new(tiers),
@@ -194,7 +191,7 @@ impl LockedTable<LogEntry> {
         i: usize,
         e: &mut LogEntry,
         now: u64,
-        f: &mut impl FnMut(&mut Ring<&[AtomicU64]>, u64) -> R,
+        f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
     ) -> R {
         let mut ring = self.ext().ring(i, e.cursor);
         let r = f(&mut ring, now);
@@ -230,7 +227,7 @@ impl LockedTable<LogEntry> {
         h: u64,
         now: u64,
         insert: bool,
-        f: impl FnMut(&mut Ring<&[AtomicU64]>, u64) -> R,
+        f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
         fresh: impl FnOnce() -> R,
     ) -> Placed<R> {
         self.run_booked(h, now, insert, f, fresh).0
@@ -243,7 +240,7 @@ impl LockedTable<LogEntry> {
         h: u64,
         now: u64,
         insert: bool,
-        mut f: impl FnMut(&mut Ring<&[AtomicU64]>, u64) -> R,
+        mut f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
         fresh: impl FnOnce() -> R,
     ) -> (Placed<R>, Origin) {
         let fp = fingerprint(h);
@@ -287,7 +284,7 @@ impl LockedTable<LogEntry> {
         h: u64,
         origin: Origin,
         now: u64,
-        mut f: impl FnMut(&mut Ring<&[AtomicU64]>, u64),
+        mut f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64),
     ) {
         let Origin::Entry { gen } = origin else {
             return;

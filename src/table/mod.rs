@@ -36,7 +36,6 @@ pub(crate) mod generation;
 pub(crate) mod geometry;
 pub(crate) mod locked;
 pub(crate) mod log;
-mod log_slot;
 pub(crate) mod packed;
 pub(crate) mod tiers;
 

@@ -34,21 +34,19 @@ impl Stamps for Box<[u64]> {
 
 /// A slice of the keyed table's block. Its cells are atomics only so that one block
 /// can be shared by every slot without `unsafe`: each slice is read and written only
-/// under its slot's lock, so relaxed accesses (plain loads and stores) suffice. They
-/// are loom's atomics in its models, so that a lock that fails to order one holder's
-/// writes before the next holder's reads shows up there as a stale timestamp.
-impl Stamps for &[crate::sync::AtomicU64] {
+/// under its slot's lock, so relaxed accesses (plain loads and stores) suffice.
+impl Stamps for &[crate::sync::PlainAtomicU64] {
     #[inline]
     fn get(&self, i: usize) -> u64 {
-        self[i].load(crate::sync::Ordering::Relaxed)
+        self[i].load(crate::sync::PlainOrdering::Relaxed)
     }
     #[inline]
     fn set(&mut self, i: usize, v: u64) {
-        self[i].store(v, crate::sync::Ordering::Relaxed);
+        self[i].store(v, crate::sync::PlainOrdering::Relaxed);
     }
     #[inline]
     fn len(&self) -> usize {
-        <[crate::sync::AtomicU64]>::len(self)
+        <[crate::sync::PlainAtomicU64]>::len(self)
     }
 }
 
@@ -80,28 +78,6 @@ impl Cursor {
         booked: false,
         newest: EMPTY,
     };
-}
-
-impl Cursor {
-    /// The head and the booked flag as one word (`head << 1 | booked`, below `2^33`),
-    /// and the newest timestamp.
-    #[inline(always)]
-    pub(crate) fn pack(self) -> (u64, u64) {
-        (
-            u64::from(self.head) << 1 | u64::from(self.booked),
-            self.newest,
-        )
-    }
-
-    /// The cursor [`pack`](Self::pack) made `(word, newest)` of.
-    #[inline(always)]
-    pub(crate) fn unpack(word: u64, newest: u64) -> Cursor {
-        Cursor {
-            head: (word >> 1) as u32,
-            booked: word & 1 != 0,
-            newest,
-        }
-    }
 }
 
 /// The value of a timestamp that has never held an admission.

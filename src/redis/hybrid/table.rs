@@ -30,7 +30,7 @@ use crate::sync::StdArc as Arc;
 use crate::table::claim::OnFull;
 use crate::table::counters::Shard;
 use crate::table::geometry::{fingerprint, Geometry, MAX_KEYS};
-use crate::table::locked::{Claim, Floor, LockedTable, MutexSlot, SlotEntry};
+use crate::table::locked::{Claim, Floor, LockedTable, SlotEntry};
 use crate::Decision;
 
 /// The hybrid limiter's fixed-capacity key table.
@@ -60,7 +60,6 @@ pub(super) struct Keys {
 }
 
 impl SlotEntry for HybridEntry {
-    type Slot = MutexSlot<Self>;
     /// The key's bytes, compared whole.
     type Key = [u8];
     type Name = Option<Arc<[u8]>>;

@@ -3,7 +3,6 @@
 
 use super::super::claim::ClaimScan;
 use super::super::counters::Shard;
-use super::SlotCell;
 
 /// Which stamp bounds the readings a claim may decide at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,10 +18,8 @@ pub(crate) enum Floor {
 /// A candidate slot of a claim: `(slot, fingerprint seen, entry's mark seen)`.
 pub(crate) type Candidate<M> = (usize, u64, M);
 
-/// What a slot kind states about its entries: the ways the locked tables differ.
-pub(crate) trait SlotEntry: Sized + 'static {
-    /// The slot holding this kind of entry: its lock and hint (see [`SlotCell`]).
-    type Slot: SlotCell<Self> + 'static;
+/// What a slot kind states about its entries: the five ways the locked tables differ.
+pub(crate) trait SlotEntry: Sized {
     /// What a lookup names a key by, compared under the slot's lock after the
     /// fingerprint.
     type Key: ?Sized;

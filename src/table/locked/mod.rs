@@ -48,18 +48,14 @@ mod entry;
 #[cfg(tollgate_loom)]
 pub mod model;
 mod room;
-mod slot;
 
 pub(crate) use entry::{Candidate, Floor, SlotEntry};
-#[cfg_attr(not(any(feature = "redis", tollgate_loom)), allow(unused_imports))]
-pub(crate) use slot::MutexSlot;
-pub(crate) use slot::{Guard, SlotCell};
 
 use super::claim::{ClaimLocks, ClaimScan, OnFull};
 use super::counters::{new_shards, totals, Shard, Stripes, Totals};
 use super::geometry::{Geometry, Location, MAX_KEYS};
 use crate::error::ConfigError;
-use crate::sync::{lock, AtomicU64, Ordering};
+use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
 use room::Room;
 
@@ -69,9 +65,8 @@ pub(crate) const SWEEP: usize = 64;
 /// What a slot's lock guards.
 #[derive(Debug)]
 pub(crate) struct Held<E> {
-    /// The key's fingerprint, `0` when the slot holds no key (the slot's hint is
-    /// published from it).
-    pub(crate) fp: u64,
+    /// The key's fingerprint, `0` when the slot holds no key.
+    fp: u64,
     /// The key's entry.
     pub(crate) entry: E,
 }
@@ -84,14 +79,21 @@ impl<E> Held<E> {
     }
 }
 
+#[derive(Debug)]
+struct Slot<E> {
+    /// A copy of `held.fp`, written under the lock, read without it.
+    hint: AtomicU64,
+    held: Mutex<Held<E>>,
+}
+
 /// What a claim did for a key found missing by a lookup.
 pub(crate) enum Claim<'a, E: SlotEntry> {
     /// The key is in slot `.0` (a racing claim put it there), locked.
-    Found(usize, Guard<'a, E>),
+    Found(usize, MutexGuard<'a, Held<E>>),
     /// The key was installed in slot `.0`, locked, with [`SlotEntry::install`]'s
     /// empty state (the caller sets up the rest before releasing the lock); `.2` is
     /// the name the slot held before, to be dropped after the lock.
-    Installed(usize, Guard<'a, E>, E::Name),
+    Installed(usize, MutexGuard<'a, Held<E>>, E::Name),
     /// The table is full for the key and `OnFull::Allow` admits it without a slot.
     Untracked,
     /// The table is full for the key and it is refused: retry at `soonest` (when the
@@ -111,7 +113,7 @@ enum Free {
 
 /// A fixed-capacity table of locked slots holding entries `E` (see the module doc).
 pub(crate) struct LockedTable<E: SlotEntry> {
-    slots: Box<[E::Slot]>,
+    slots: Box<[Slot<E>]>,
     shards: Box<[CachePadded<Shard>]>,
     claims: ClaimLocks,
     counts: Stripes,
@@ -125,7 +127,7 @@ pub(crate) struct LockedTable<E: SlotEntry> {
 
 impl<E: SlotEntry> LockedTable<E> {
     /// Bytes of one slot.
-    pub(crate) const SLOT_BYTES: usize = std::mem::size_of::<E::Slot>();
+    pub(crate) const SLOT_BYTES: usize = std::mem::size_of::<Slot<E>>();
 
     /// The bytes a table of `geo` takes, besides `ext_bytes` for its [`SlotEntry::Ext`],
     /// computed before allocating; `None` beyond the address space.
@@ -157,11 +159,12 @@ impl<E: SlotEntry> LockedTable<E> {
         };
         let mut slots = Vec::new();
         slots.try_reserve_exact(n).map_err(too_big)?;
-        slots.extend((0..n).map(|_| {
-            E::Slot::new(Held {
+        slots.extend((0..n).map(|_| Slot {
+            hint: AtomicU64::new(0),
+            held: Mutex::new(Held {
                 fp: 0,
                 entry: E::vacant(),
-            })
+            }),
         }));
         let room = if E::EMPTIES {
             let mut bits = Vec::new();
@@ -234,7 +237,7 @@ impl<E: SlotEntry> LockedTable<E> {
     pub(crate) fn occupancy(&self, now: u64) -> (u64, u64) {
         let (mut occupied, mut active) = (0, 0);
         for (i, s) in self.slots.iter().enumerate() {
-            let held = s.lock();
+            let held = lock(&s.held);
             if held.fp != 0 {
                 occupied += 1;
                 if !held.entry.idle(&self.ext, i, now) {
@@ -247,8 +250,8 @@ impl<E: SlotEntry> LockedTable<E> {
 
     /// Slot `i`, locked.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) fn lock_slot(&self, i: usize) -> Guard<'_, E> {
-        self.slots[i].lock()
+    pub(crate) fn lock_slot(&self, i: usize) -> MutexGuard<'_, Held<E>> {
+        lock(&self.slots[i].held)
     }
 
     /// The shard whose stamp bounds claims of keys of shard `shard`.
@@ -272,12 +275,12 @@ impl<E: SlotEntry> LockedTable<E> {
     /// Slot `i` locked, if it holds `key` (fingerprint `fp`): the hint skips other
     /// keys' slots without locking them.
     #[inline(always)]
-    fn holding(&self, i: usize, fp: u64, key: &E::Key) -> Option<Guard<'_, E>> {
+    fn holding(&self, i: usize, fp: u64, key: &E::Key) -> Option<MutexGuard<'_, Held<E>>> {
         let slot = &self.slots[i];
-        if slot.hint() != fp {
+        if slot.hint.load(Ordering::Acquire) != fp {
             return None;
         }
-        let held = slot.lock();
+        let held = lock(&slot.held);
         (held.fp == fp && held.entry.is(key)).then_some(held)
     }
 
@@ -292,7 +295,7 @@ impl<E: SlotEntry> LockedTable<E> {
         fp: u64,
         key: &E::Key,
         loc: &Location,
-    ) -> Option<(usize, Guard<'_, E>)> {
+    ) -> Option<(usize, MutexGuard<'_, Held<E>>)> {
         // The key's first slot in each group first, where about nine keys in ten sit;
         // then the whole probe order (a key is never present twice, so whichever slot
         // confirms it is the key's).
@@ -312,7 +315,7 @@ impl<E: SlotEntry> LockedTable<E> {
     }
 
     /// The slot holding `key` outside its groups, while any key is displaced.
-    fn find_displaced(&self, fp: u64, key: &E::Key) -> Option<(usize, Guard<'_, E>)> {
+    fn find_displaced(&self, fp: u64, key: &E::Key) -> Option<(usize, MutexGuard<'_, Held<E>>)> {
         let room = self.room.as_ref()?;
         if room.displaced.load(Ordering::Acquire) == 0 {
             return None;
@@ -346,7 +349,7 @@ impl<E: SlotEntry> LockedTable<E> {
             let mut empty = ClaimScan::new();
             let mut idle = ClaimScan::new();
             for (w, i) in loc.probe(self.geo.group()) {
-                let held = self.slots[i].lock();
+                let held = lock(&self.slots[i].held);
                 if held.fp == fp && held.entry.is(key) {
                     break 'scan Claim::Found(i, held);
                 }
@@ -374,7 +377,7 @@ impl<E: SlotEntry> LockedTable<E> {
                         let Some((i, seen, _)) = idle.target() else {
                             continue;
                         };
-                        let mut held = self.slots[i].lock();
+                        let mut held = lock(&self.slots[i].held);
                         if held.fp != seen || !held.entry.idle(&self.ext, i, now) {
                             continue 'scan;
                         }
@@ -392,7 +395,7 @@ impl<E: SlotEntry> LockedTable<E> {
                             break;
                         }
                         if let Some((i, _, _)) = empty.target() {
-                            let mut held = self.slots[i].lock();
+                            let mut held = lock(&self.slots[i].held);
                             if held.fp != 0 {
                                 self.unreserve();
                                 continue 'scan;
@@ -408,10 +411,10 @@ impl<E: SlotEntry> LockedTable<E> {
                             let n = self.slots.len();
                             let from = loc.groups[0];
                             for i in (from..n).chain(0..from) {
-                                if self.slots[i].hint() != 0 {
+                                if self.slots[i].hint.load(Ordering::Acquire) != 0 {
                                     continue;
                                 }
-                                let mut held = self.slots[i].lock();
+                                let mut held = lock(&self.slots[i].held);
                                 if held.fp == 0 {
                                     room.displaced.fetch_add(1, Ordering::AcqRel);
                                     let old = self.install(i, &mut held, fp, name, true);
@@ -430,7 +433,7 @@ impl<E: SlotEntry> LockedTable<E> {
             let shard = &self.shards[loc.shard];
             break 'scan match (self.on_full, idle.victim()) {
                 (OnFull::Evict, Some((i, seen, ranked))) => {
-                    let mut held = self.slots[i].lock();
+                    let mut held = lock(&self.slots[i].held);
                     // Ranked on this entry: if its owner decided since, rank again.
                     if held.fp != seen || held.entry.mark() != ranked {
                         continue 'scan;
@@ -473,7 +476,7 @@ impl<E: SlotEntry> LockedTable<E> {
         held.fp = fp;
         let shard = &self.shards[self.geo.shard_of(i)];
         let old = held.entry.install(&self.ext, i, shard, name, displaced);
-        self.slots[i].set_hint(fp);
+        self.slots[i].hint.store(fp, Ordering::Release);
         old
     }
 }

@@ -5,7 +5,7 @@
 //! counts its key's requests. It stands in for the hybrid's entry, whose limiter needs
 //! Redis and a runtime.
 
-use super::{Claim, Floor, LockedTable, MutexSlot, SlotEntry};
+use super::{Claim, Floor, LockedTable, SlotEntry};
 use crate::table::claim::OnFull;
 use crate::table::counters::Shard;
 use crate::table::geometry::{fingerprint, Geometry};
@@ -22,7 +22,6 @@ pub(crate) struct ModelEntry {
 }
 
 impl SlotEntry for ModelEntry {
-    type Slot = MutexSlot<Self>;
     type Key = u64;
     type Name = Option<u64>;
     type Ext = ();

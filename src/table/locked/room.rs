@@ -2,8 +2,8 @@
 //! reservation of room for a new key, the removal of a key, the occupancy bits a walk
 //! over the keys follows, and the sweep of a full table.
 
-use super::{Held, LockedTable, SlotCell, SlotEntry, SWEEP};
-use crate::sync::{AtomicU64, Ordering};
+use super::{Held, LockedTable, SlotEntry, SWEEP};
+use crate::sync::{lock, AtomicU64, Ordering};
 use crate::table::counters::Shard;
 
 /// The key count of a table whose slots empty again ([`SlotEntry::EMPTIES`]).
@@ -66,7 +66,7 @@ impl<E: SlotEntry> LockedTable<E> {
             room.bits[i / 64].fetch_and(!(1 << (i % 64)), Ordering::AcqRel);
         }
         held.fp = 0;
-        self.slots[i].set_hint(0);
+        self.slots[i].hint.store(0, Ordering::Release);
         let old = held.entry.vacate();
         self.unreserve();
         old
@@ -106,10 +106,10 @@ impl<E: SlotEntry> LockedTable<E> {
             let start = (room.hand.fetch_add(SWEEP as u64, Ordering::Relaxed) % n as u64) as usize;
             for j in 0..SWEEP.min(n) {
                 let i = (start + j) % n;
-                if self.slots[i].hint() == 0 {
+                if self.slots[i].hint.load(Ordering::Acquire) == 0 {
                     continue;
                 }
-                let mut held = self.slots[i].lock();
+                let mut held = lock(&self.slots[i].held);
                 if held.fp == 0 {
                     continue;
                 }
