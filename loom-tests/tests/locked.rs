@@ -62,6 +62,33 @@ fn log_same_new_key_is_installed_once() {
     });
 }
 
+/// Two threads decide the same key of a log of two per second, whose one admission
+/// (at 0) has left the window (at 1.2 s): both are admitted, the log holds both (none
+/// lost, none doubled), and a third request in the period is denied. The first holder
+/// of the slot's lock takes the step's fast path (the newest entry has left the
+/// window: decided from the cursor alone, no timestamp read); the second must see the
+/// cursor and the timestamp the first stored under the lock.
+///
+/// Caught breaks: the fast path logging without moving the cursor's newest stamp
+/// (`SlidingLog::log` skipping `ring.newest = now`): the log keeps looking empty, and
+/// the third request is admitted.
+#[test]
+fn log_same_key_decided_by_two_threads_is_admitted_once() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let l = tiny_log(&clock);
+        assert!(l.check(&7).is_allowed());
+        clock.advance(Duration::from_millis(1200));
+        let l2 = l.clone();
+        let t = thread::spawn(move || l2.check(&7).is_allowed());
+        let a = l.check(&7).is_allowed();
+        let b = t.join().unwrap();
+        assert!(a && b, "admitted {a} and {b}: two fit in the period");
+        assert_eq!(used(&l, 7), 2, "an admission lost or doubled");
+        assert!(!l.check(&7).is_allowed(), "a third admission in the period");
+    });
+}
+
 /// Key A's log is idle (its slot reclaimable), C's is live: a thread checks A while
 /// another checks new key B, which reclaims A's slot. A's request lands in A's log (or
 /// A, then missing with no room, is refused); never in B's.

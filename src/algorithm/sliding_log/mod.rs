@@ -120,18 +120,21 @@ impl SlidingLog {
     /// `now <= HORIZON_NS`, `cost <= limit`.
     pub(crate) fn step<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) -> Decision {
         let reading = now;
+        // When the newest entry has left the window, every entry has (they are in
+        // admission order, the newest last): the log is empty at this reading, so the
+        // request is admitted at it and its `cost` entries are all that is active,
+        // decided from the cursor alone, with no timestamp read (what `judge` and the
+        // rest of this function decide too; `cost == limit` takes the general path,
+        // whose count of active entries a zero period would change).
+        if cost > 0 && cost < self.limit && self.expired(ring.newest, reading) {
+            self.log(ring, reading, cost);
+            return Decision::allow(self.limit, self.limit - cost, self.period, 0);
+        }
         let now = match self.judge(ring, reading, cost) {
             Ok(at) => at,
             Err(d) => return d,
         };
-        for i in 0..cost {
-            let idx = ring.wrap(i);
-            ring.ts.set(idx, now);
-        }
-        // cost <= limit = len, so the new head is one wrap away.
-        ring.head = ring.wrap(cost) as u32;
-        ring.newest = now;
-        ring.booked = false;
+        self.log(ring, now, cost);
         // When the newest entry before these has left the window, so has every older
         // one: the `cost` just admitted are all that is active (the common case of a
         // key used less often than its limit per period), without the search.
@@ -147,6 +150,19 @@ impl SlidingLog {
             now + self.period - reading,
             0,
         )
+    }
+
+    /// Logs `cost` admissions at `now` (no older than the newest entry).
+    #[inline(always)]
+    fn log<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) {
+        for i in 0..cost {
+            let idx = ring.wrap(i);
+            ring.ts.set(idx, now);
+        }
+        // cost <= limit = len, so the new head is one wrap away.
+        ring.head = ring.wrap(cost) as u32;
+        ring.newest = now;
+        ring.booked = false;
     }
 
     /// The denial of `cost` read at `reading`, before a booking at `ring.newest`:
