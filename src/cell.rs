@@ -116,15 +116,14 @@ impl PackedCell {
 
     /// One decision, with what it booked when admitted (for a roll-back).
     /// A denial in a window later than the reading's is decided once more at a fresh
-    /// reading of `clock` (as [`decide`](Self::decide)); the reading decided at is
-    /// returned with the decision.
+    /// reading of `clock` (as [`decide`](Self::decide)).
     pub(crate) fn decide_booked<A: PackedAlgorithm>(
         &self,
         params: &A,
         now: u64,
         cost: u32,
         clock: impl Fn() -> u64,
-    ) -> (Decision, Booking, u64) {
+    ) -> (Decision, Booking) {
         // As `decide`: only the next state inside the loop, the rest once after.
         let params = *params;
         let mut now = now;
@@ -138,7 +137,7 @@ impl PackedCell {
                 continue;
             }
             let booking = next.map_or(Booking::Nothing, |n| params.booking(n, cost));
-            return (d, booking, now);
+            return (d, booking);
         }
     }
 

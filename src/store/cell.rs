@@ -77,7 +77,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
     }
 
     fn book(&self, _h: u64, now: impl Fn() -> u64, n: u32, p: A) -> Booked1 {
-        let (d, booking, _) = self.cell.decide_booked(&p, now(), n, now);
+        let (d, booking) = self.cell.decide_booked(&p, now(), n, now);
         (Placed::Stored((d, booking)), Origin::Cell)
     }
 
