@@ -1,8 +1,9 @@
-//! Generates the tonic server and client of `envoy.service.ratelimit.v3.RateLimitService`
-//! from a description written here (tonic-build's `manual` builder): pure Rust, no
-//! `protoc` needed. The codec is `src/codec.rs` (prost, malformed requests answered
-//! INVALID_ARGUMENT). The messages are hand-written prost structs in `src/proto.rs`, with
-//! the field numbers of `proto/` (which the Python protocol tests compile).
+//! Generates the tonic *client* of `envoy.service.ratelimit.v3.RateLimitService` (the
+//! integration tests' and the load generator's cross-check) from a description written
+//! here (tonic-build's `manual` builder): pure Rust, no `protoc` needed. The server side
+//! is `src/grpc/`, on h2 directly. The messages are hand-written prost structs in
+//! `src/proto.rs`, with the field numbers of `proto/` (which the Python protocol tests
+//! compile).
 
 fn main() {
     let method = tonic_build::manual::Method::builder()
@@ -10,13 +11,15 @@ fn main() {
         .route_name("ShouldRateLimit")
         .input_type("crate::proto::RateLimitRequest")
         .output_type("crate::proto::RateLimitResponse")
-        .codec_path("crate::codec::RlsCodec")
+        .codec_path("tonic_prost::ProstCodec")
         .build();
     let service = tonic_build::manual::Service::builder()
         .name("RateLimitService")
         .package("envoy.service.ratelimit.v3")
         .method(method)
         .build();
-    tonic_build::manual::Builder::new().compile(&[service]);
+    tonic_build::manual::Builder::new()
+        .build_server(false)
+        .compile(&[service]);
     println!("cargo:rerun-if-changed=build.rs");
 }

@@ -8,11 +8,11 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
-pub mod codec;
 pub mod config;
 pub mod decide;
 pub mod digits;
 pub mod engine;
+pub mod grpc;
 pub mod headers;
 pub mod json;
 pub mod proto;

@@ -9,9 +9,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tollgate_server::backend::{Backend, BackendConfig, FailurePolicy, Mode};
 use tollgate_server::engine::{Engine, InputLimits};
+use tollgate_server::grpc::serve_grpc;
 use tollgate_server::headers::HeaderMode;
 use tollgate_server::rules::Rules;
-use tollgate_server::serve::{serve_grpc, serve_http, Http};
+use tollgate_server::serve::{serve_http, Http};
 
 /// An Envoy rate limit service (envoy.service.ratelimit.v3 over gRPC, POST /json,
 /// GET /healthcheck, GET /metrics) on the tollgate engine. It reads a directory of

@@ -1,13 +1,8 @@
-//! The two listeners: gRPC (`envoy.service.ratelimit.v3.RateLimitService`) and HTTP
-//! (`POST /json`, `GET /healthcheck`, `GET /metrics`), both draining in-flight calls on
-//! shutdown.
+//! The HTTP listener (`POST /json`, `GET /healthcheck`, `GET /metrics`), draining
+//! in-flight calls on shutdown. The gRPC listener is [`crate::grpc`].
 
 use crate::engine::{DecideError, Engine};
 use crate::json::{parse_request, response_json};
-use crate::proto::rate_limit_service::rate_limit_service_server::{
-    RateLimitService, RateLimitServiceServer,
-};
-use crate::proto::{RateLimitRequest, RateLimitResponse};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -18,30 +13,6 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::net::TcpListener;
-
-/// The gRPC service over the engine.
-#[derive(Debug, Clone)]
-pub struct Rls(pub Arc<Engine>);
-
-#[tonic::async_trait]
-impl RateLimitService for Rls {
-    async fn should_rate_limit(
-        &self,
-        request: tonic::Request<RateLimitRequest>,
-    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
-        match self.0.decide(request.get_ref()).await {
-            Ok(r) => Ok(tonic::Response::new(r)),
-            Err(e) => {
-                crate::stats::call("grpc", "error");
-                tracing::debug!(error = %e, "call refused");
-                Err(match e {
-                    DecideError::InvalidArgument(m) => tonic::Status::invalid_argument(m),
-                    DecideError::Unavailable(m) => tonic::Status::unavailable(m),
-                })
-            }
-        }
-    }
-}
 
 /// What the HTTP handlers share.
 #[derive(Debug, Clone)]
@@ -114,25 +85,5 @@ pub async fn serve_http(
 ) -> std::io::Result<()> {
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
-        .await
-}
-
-/// Serves gRPC on `listener` until `shutdown` resolves, then drains.
-///
-/// # Errors
-///
-/// The transport's error.
-pub async fn serve_grpc(
-    listener: TcpListener,
-    engine: Arc<Engine>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), tonic::transport::Error> {
-    // TCP_NODELAY on every accepted connection: tonic's `tcp_nodelay` applies only to
-    // listeners it binds itself, and with Nagle's algorithm on, a response written while
-    // the previous one is unacknowledged waits for the peer's (delayed) ACK.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    tonic::transport::Server::builder()
-        .add_service(RateLimitServiceServer::new(Rls(engine)))
-        .serve_with_incoming_shutdown(incoming, shutdown)
         .await
 }
