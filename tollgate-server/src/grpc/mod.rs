@@ -113,26 +113,38 @@ async fn connection(tcp: TcpStream, engine: Arc<Engine>, mut stop: watch::Receiv
     });
     let mut stopping = false;
     let mut calls: FuturesUnordered<Call<'_>> = FuturesUnordered::new();
+    let mut ready = Vec::new();
     let ended = poll_fn(|cx| loop {
         if !stopping && stopped.as_mut().poll(cx).is_ready() {
             stopping = true;
             conn.graceful_shutdown();
         }
-        // Calls first: what they send is flushed by the connection's poll below.
         while let Poll::Ready(Some(())) = calls.poll_next_unpin(cx) {}
-        match conn.poll_accept(cx) {
-            Poll::Ready(Some(Ok((req, respond)))) => {
-                // Most calls finish on their first poll (the request's DATA frame came
-                // with its HEADERS, the in-process engine decides at once): poll it
-                // here, and keep it only if it has to wait.
-                let mut call: Call<'_> = Box::pin(call::answer(req, respond, &engine));
-                if call.as_mut().poll(cx).is_pending() {
-                    calls.push(call);
-                }
+        // Take every request h2 has read before answering any: each `poll_accept` also
+        // flushes what is queued to send, so answering between them would cost a write
+        // per call; this way the answers to one read leave in one write (the next poll).
+        let end = loop {
+            match conn.poll_accept(cx) {
+                Poll::Ready(Some(Ok(call))) => ready.push(call),
+                Poll::Ready(Some(Err(e))) => break Some(Err(e)),
+                Poll::Ready(None) => break Some(Ok(())),
+                Poll::Pending => break None,
             }
-            Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
-            Poll::Ready(None) => return Poll::Ready(Ok(())),
-            Poll::Pending => return Poll::Pending,
+        };
+        if let Some(end) = end {
+            return Poll::Ready(end);
+        }
+        if ready.is_empty() {
+            return Poll::Pending;
+        }
+        for (req, respond) in ready.drain(..) {
+            // Most calls finish on their first poll (the request's DATA frame came with
+            // its HEADERS, the in-process engine decides at once): poll it here, and
+            // keep it only if it has to wait.
+            let mut call: Call<'_> = Box::pin(call::answer(req, respond, &engine));
+            if call.as_mut().poll(cx).is_pending() {
+                calls.push(call);
+            }
         }
     })
     .await;
