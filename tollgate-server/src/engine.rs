@@ -331,15 +331,10 @@ impl Engine {
         for (it, out) in items.iter().zip(outcomes) {
             let Some(rule) = &it.rule else {
                 statuses.push(ok_status(None));
-                names.push(String::new());
+                names.push("");
                 continue;
             };
-            names.push(
-                rule.spec
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| rule.stat_key.clone()),
-            );
+            names.push(rule.spec.name.as_deref().unwrap_or(&rule.stat_key));
             if rule.spec.unlimited {
                 let mut s = ok_status(None);
                 s.limit_remaining = u32::MAX;

@@ -44,7 +44,7 @@ fn push_sf_string(out: &mut String, s: &str) {
 pub fn headers(
     mode: HeaderMode,
     statuses: &[DescriptorStatus],
-    names: &[String],
+    names: &[&str],
 ) -> Vec<HeaderValue> {
     if mode == HeaderMode::Off {
         return Vec::new();
@@ -72,7 +72,7 @@ pub fn headers(
         HeaderMode::Ietf => {
             // `"name";q=10;w=60` and `"name";r=3;t=42`.
             let mut policy = String::with_capacity(48);
-            push_sf_string(&mut policy, names.get(i).map_or("policy", String::as_str));
+            push_sf_string(&mut policy, names.get(i).copied().unwrap_or("policy"));
             let mut now = policy.clone();
             policy.push_str(";q=");
             push_int(&mut policy, rpu);
@@ -126,7 +126,7 @@ mod tests {
                 nanos: 5,
             }),
         };
-        let names = vec!["a".to_string(), "b\"".to_string()];
+        let names = ["a", "b\""];
         let hs = headers(HeaderMode::Ietf, &[st(5, 10), st(2, 3)], &names);
         assert_eq!(hs[0].value, "\"b\\\"\";q=3;w=60");
         assert_eq!(hs[1].value, "\"b\\\"\";r=2;t=42");
