@@ -175,7 +175,9 @@ pub async fn decide_enforced(
                     })
                     .collect();
                 let n = u32::try_from(cost).unwrap_or(u32::MAX);
-                let md = tollgate::redis::check_all(&pairs, n)
+                // Boxed: the Redis call's future is large, and inline it would make
+                // every call's future (the in-process ones too) as large.
+                let md = Box::pin(tollgate::redis::check_all(&pairs, n))
                     .await
                     .map_err(|e| redis_error(&e))?;
                 for (m, d) in group.iter().zip(md.decisions()) {
@@ -227,8 +229,7 @@ pub async fn decide_shadow(items: &[Item], idx: &[usize], admitted: bool, out: &
         }
         out[i] = match l {
             Limiter::Local(k) => k.check_n(key, n).map_or(Outcome::Over, Outcome::Decided),
-            Limiter::Exact(r) => r
-                .check_n(key, n)
+            Limiter::Exact(r) => Box::pin(r.check_n(key, n))
                 .await
                 .map_or(Outcome::Unknown, Outcome::Decided),
             Limiter::Hybrid(h) => h.check_n(key, n).map_or(Outcome::Over, Outcome::Decided),

@@ -243,7 +243,8 @@ impl Engine {
                 _ => None,
             };
             let (rule, mut key) = if let Some((rpu, unit)) = over {
-                let rule = self.override_rule(&req.domain, rpu, unit).await?;
+                // Boxed: building a limiter (on Redis too) is a large future, and rare.
+                let rule = Box::pin(self.override_rule(&req.domain, rpu, unit)).await?;
                 let mut key = String::new();
                 for e in &d.entries {
                     push_entry(&mut key, &e.key, &e.value);
