@@ -191,11 +191,15 @@ fn flood(algorithm: Algorithm) {
     // The flood comes later: its entries go idle after the throttled ones.
     clock.advance(Duration::from_millis(1));
     let done = AtomicBool::new(false);
+    // The floods start once every hammer has made one pass, so that on a machine with
+    // fewer cores than threads the hammers cannot all be scheduled after the floods.
+    let started = std::sync::Barrier::new(16);
     let hammered = std::thread::scope(|s| {
         let floods: Vec<_> = (0..8u64)
             .map(|t| {
-                let l = &l;
+                let (l, started) = (&l, &started);
                 s.spawn(move || {
+                    started.wait();
                     for i in 0..4_000u64 {
                         let key = ((t + 1) << 32) | i;
                         assert!(l.check(&key).is_allowed(), "{algorithm:?}");
@@ -205,10 +209,11 @@ fn flood(algorithm: Algorithm) {
             .collect();
         let hammers: Vec<_> = (0..8usize)
             .map(|t| {
-                let (l, done, throttled) = (&l, &done, &throttled);
+                let (l, done, throttled, started) = (&l, &done, &throttled, &started);
                 s.spawn(move || {
                     let mut n = 0u64;
-                    while !done.load(Ordering::Acquire) {
+                    let mut first = true;
+                    while first || !done.load(Ordering::Acquire) {
                         for &k in throttled.iter().skip(t % 2) {
                             let d = if n % 3 == 0 { l.peek(&k) } else { l.check(&k) };
                             assert!(
@@ -216,6 +221,10 @@ fn flood(algorithm: Algorithm) {
                                 "{algorithm:?}: throttled key {k} freed: {d:?}"
                             );
                             n += 1;
+                        }
+                        if first {
+                            first = false;
+                            started.wait();
                         }
                     }
                     n

@@ -344,6 +344,9 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             // sit) together, the rest one slot at a time.
             let (ia, ib) = (a + ja, b + jb);
             let wa = self.slot(ia).load(Ordering::Acquire);
+            if generation::holds(fp_of(wa), fp) {
+                return Scan::Found(ia, wa);
+            }
             let wb = self.slot(ib).load(Ordering::Acquire);
             if let Some(done) = pair((ia, wa), (ib, wb)) {
                 return done;
