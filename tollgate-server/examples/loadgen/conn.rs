@@ -129,6 +129,15 @@ impl Conn {
         self.streams.live()
     }
 
+    /// What the connection waits for, for error messages.
+    pub(crate) fn waiting(&self) -> String {
+        if self.settings_seen {
+            format!("{} calls in flight", self.live())
+        } else {
+            "no SETTINGS from the server yet".into()
+        }
+    }
+
     /// More calls are to be opened.
     fn wants_more(&self, now: Instant) -> bool {
         match self.plan.share {

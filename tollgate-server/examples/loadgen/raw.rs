@@ -161,11 +161,11 @@ async fn pump(
         }
         let n = read(tcp, &mut rbuf[filled..], timeout)
             .await
-            .map_err(|e| format!("{e} ({} calls in flight)", conn.live()))?;
+            .map_err(|e| format!("{e} ({})", conn.waiting()))?;
         if n == 0 {
             return Err(format!(
-                "the server closed the connection ({} calls in flight)",
-                conn.live()
+                "the server closed the connection ({})",
+                conn.waiting()
             ));
         }
         now = Instant::now();

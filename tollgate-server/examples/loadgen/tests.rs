@@ -107,3 +107,44 @@ fn goaway_and_garbage() {
         .on_bytes(&frame(DATA, 0, 9, b"x"), Instant::now())
         .is_err());
 }
+
+/// The DATA frames in `out` (stream ids).
+fn data_frames(out: &[u8]) -> Vec<u32> {
+    let mut ids = Vec::new();
+    let mut pos = 0;
+    while pos + HEADER_LEN <= out.len() {
+        let f = parse_header(&out[pos..]);
+        if f.kind == DATA {
+            ids.push(f.stream);
+        }
+        pos += HEADER_LEN + f.len;
+    }
+    ids
+}
+
+#[test]
+fn send_windows() {
+    let a = Args::parse_from(["loadgen", "--requests", "4", "--concurrency", "4"]);
+    let now = Instant::now();
+    let mut c = Conn::new(&a, Plan::new(&a, now), 4, 0, 1);
+    c.out.clear();
+    // Streams start with a window of 10 bytes: HEADERS only, the bodies wait.
+    let mut s = Vec::new();
+    put_settings(&mut s, &[(SETTINGS_INITIAL_WINDOW_SIZE, 10)]);
+    c.on_bytes(&s, now).unwrap();
+    c.fill(now).unwrap();
+    assert_eq!(c.live(), 4);
+    assert!(data_frames(&c.out).is_empty());
+    c.out.clear();
+    // A WINDOW_UPDATE on stream 3 lets its body go.
+    let mut w = Vec::new();
+    put_window_update(&mut w, 3, 1000);
+    c.on_bytes(&w, now).unwrap();
+    assert_eq!(data_frames(&c.out), [3]);
+    c.out.clear();
+    // A larger initial window lets the others go.
+    let mut s = Vec::new();
+    put_settings(&mut s, &[(SETTINGS_INITIAL_WINDOW_SIZE, 65_535)]);
+    c.on_bytes(&s, now).unwrap();
+    assert_eq!(data_frames(&c.out), [1, 5, 7]);
+}
