@@ -19,6 +19,11 @@ const WINDOW_BATCH: u64 = 1 << 20;
 pub(crate) struct Conn {
     /// The HEADERS block of every request.
     headers: Vec<u8>,
+    /// The header block of the requests after the first, once the first (which fills the
+    /// server's dynamic table) is sent.
+    later_headers: Option<Vec<u8>>,
+    /// The literal header block, for a server that lowers its dynamic table's size.
+    literal_headers: Vec<u8>,
     /// The request, reused: only its descriptor value changes from call to call.
     req: RateLimitRequest,
     /// Distinct descriptor values.
@@ -90,8 +95,16 @@ impl Conn {
             ],
         );
         put_window_update(&mut out, 0, (MAX_WINDOW - DEFAULT_WINDOW) as u32);
+        let (headers, later_headers) = if a.hpack == "literal" {
+            (request_headers(&a.target, &a.path), None)
+        } else {
+            let (first, later) = request_headers_indexed(&a.target, &a.path);
+            (first, Some(later))
+        };
         Conn {
-            headers: request_headers(&a.target, &a.path),
+            headers,
+            later_headers,
+            literal_headers: request_headers(&a.target, &a.path),
             req: request(a, 0),
             keys: a.keys.max(1),
             next_call: first,
@@ -181,6 +194,9 @@ impl Conn {
                 break;
             }
             self.table_update = false;
+            if let Some(later) = self.later_headers.take() {
+                self.headers = later;
+            }
             let pending = if body as i64 > self.peer_window {
                 // The stream's window cannot take the body yet: HEADERS only.
                 self.out.truncate(d);
@@ -416,10 +432,13 @@ impl Conn {
             let v = u32::from_be_bytes([kv[2], kv[3], kv[4], kv[5]]);
             match u16::from_be_bytes([kv[0], kv[1]]) {
                 SETTINGS_HEADER_TABLE_SIZE if v < self.peer_table => {
-                    // Our encoder never adds entries; saying so at size 0 meets any lower
-                    // setting from now on.
+                    // From now on no dynamic table: a size update to 0 (which empties
+                    // the server's table) and the literal block, which meets any lower
+                    // setting.
                     self.table_update = true;
                     self.peer_table = 0;
+                    self.headers = self.literal_headers.clone();
+                    self.later_headers = None;
                 }
                 SETTINGS_ENABLE_PUSH if v > 1 => {
                     return Err("PROTOCOL_ERROR: SETTINGS_ENABLE_PUSH over 1".into());

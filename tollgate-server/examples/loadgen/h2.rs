@@ -1,7 +1,8 @@
 //! The pieces of HTTP/2 (RFC 9113) the raw client needs: frame types, flags and settings,
 //! frame headers read and written, the control frames it sends, and the HPACK (RFC 7541)
-//! encoding of its request headers: static-table indices and literals without indexing,
-//! no Huffman coding, no dynamic table.
+//! encoding of its request headers: static-table indices and literals, no Huffman coding;
+//! the dynamic table used only as real clients use it (a connection's first request adds
+//! its headers, later ones refer to them).
 
 /// The client connection preface.
 pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -216,6 +217,33 @@ pub(crate) fn request_headers(authority: &str, path: &str) -> Vec<u8> {
     put_str(&mut b, b"te");
     put_str(&mut b, b"trailers");
     b
+}
+
+/// Appends a "literal header field with incremental indexing" (the server's decoder adds
+/// it to its dynamic table) whose name is static-table entry `index`, or a new name when
+/// `index` is 0.
+fn put_indexing(buf: &mut Vec<u8>, index: usize, name: &[u8], value: &[u8]) {
+    put_int(buf, 6, 0x40, index);
+    if index == 0 {
+        put_str(buf, name);
+    }
+    put_str(buf, value);
+}
+
+/// The request headers with HPACK's dynamic table: the block of a connection's first
+/// request (which inserts `:path`, `:authority`, `content-type` and `te`, in that order,
+/// so `te` is dynamic index 62 and `:path` 65) and the block of every later request
+/// (six one-byte indices). Their entries take 4 × 32 bytes plus the names and values,
+/// well within the 4,096 bytes a decoder starts with.
+pub(crate) fn request_headers_indexed(authority: &str, path: &str) -> (Vec<u8>, Vec<u8>) {
+    let mut first = vec![0x83, 0x86]; // :method POST, :scheme http (static 3, 6)
+    put_indexing(&mut first, 4, b"", path.as_bytes());
+    put_indexing(&mut first, 1, b"", authority.as_bytes());
+    put_indexing(&mut first, 31, b"", b"application/grpc");
+    put_indexing(&mut first, 0, b"te", b"trailers");
+    // Indexed fields: the most recent insertion is index 62.
+    let later = vec![0x83, 0x86, 0x80 | 65, 0x80 | 64, 0x80 | 63, 0x80 | 62];
+    (first, later)
 }
 
 #[cfg(test)]

@@ -102,6 +102,12 @@ pub(crate) struct Args {
         default_value = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
     )]
     pub(crate) path: String,
+    /// `--api grpc-raw`: how the request headers are HPACK-encoded. `indexed`: the first
+    /// request of a connection adds its headers to the server's dynamic table and every
+    /// later one refers to them by index (what Envoy, grpc-go, grpc-c and tonic's clients
+    /// do); `literal`: every request spells them out (no dynamic table).
+    #[arg(long, default_value = "indexed", value_parser = ["indexed", "literal"])]
+    pub(crate) hpack: String,
 }
 
 /// The request of call number `i`: one descriptor, its value the `i % keys`-th.
