@@ -303,3 +303,58 @@ async fn a_call_in_flight_at_sigterm_is_answered_before_the_server_stops() {
         "the listener is closed"
     );
 }
+
+#[tokio::test]
+async fn the_connection_limits_are_advertised_and_a_header_list_over_them_is_refused() {
+    let dir = TempDir::new("limits");
+    dir.write("t.yaml", CONFIG);
+    let s = Server::start(&dir.0, &[]);
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", s.grpc))
+        .await
+        .expect("connect");
+    let (client, mut conn) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    // One call while driving the connection here, so that the server's SETTINGS arrive.
+    let first = async {
+        let mut c = client.clone().ready().await.expect("ready");
+        grpc(&mut c, framed(0, &call_bytes("a"))).await
+    };
+    let a = tokio::select! {
+        a = first => a,
+        r = &mut conn => panic!("connection ended: {r:?}"),
+    };
+    assert_eq!(a.response().overall_code, Code::Ok as i32);
+    assert_eq!(
+        conn.max_concurrent_send_streams(),
+        tollgate_server::grpc::MAX_CONCURRENT_STREAMS as usize
+    );
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    // A header list over 64 KiB: the server refuses that stream (HTTP 431 or a reset),
+    // and the connection goes on serving.
+    let mut c = client.ready().await.expect("ready");
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1{PATH}"))
+        .header("content-type", "application/grpc")
+        .header("x-big", "v".repeat(70 << 10))
+        .body(())
+        .expect("request");
+    let refused = match c.send_request(req, false) {
+        Ok((resp, mut stream)) => {
+            let _ = stream.send_data(Bytes::from(framed(0, &call_bytes("big"))), true);
+            match resp.await {
+                Ok(r) => r.status() == http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                Err(e) => e.is_reset() || e.is_remote(),
+            }
+        }
+        Err(e) => panic!("the client refused to send it itself: {e}"),
+    };
+    assert!(refused, "a 70 KiB header list was accepted");
+    let mut c = c.ready().await.expect("the connection still serves");
+    let a = grpc(&mut c, framed(0, &call_bytes("a"))).await.response();
+    assert_eq!(
+        a.statuses[0].limit_remaining, 98,
+        "the refused call took nothing"
+    );
+}
