@@ -58,6 +58,25 @@ impl Answer {
     }
 }
 
+/// A request's head: `method` on `path`, `content_type`, `te: trailers`, and one more
+/// header when given.
+fn head(
+    method: &str,
+    path: &str,
+    content_type: &str,
+    extra: Option<(&str, String)>,
+) -> http::Request<()> {
+    let mut b = http::Request::builder()
+        .method(method)
+        .uri(format!("http://127.0.0.1{path}"))
+        .header("content-type", content_type)
+        .header("te", "trailers");
+    if let Some((name, value)) = extra {
+        b = b.header(name, value);
+    }
+    b.body(()).expect("request")
+}
+
 /// Sends one request (`body` as the whole DATA, or nothing when None) and reads the answer.
 async fn send(
     client: &mut SendRequest<Bytes>,
@@ -66,13 +85,7 @@ async fn send(
     content_type: &str,
     body: Option<Vec<u8>>,
 ) -> Answer {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(format!("http://127.0.0.1{path}"))
-        .header("content-type", content_type)
-        .header("te", "trailers")
-        .body(())
-        .expect("request");
+    let req = head(method, path, content_type, None);
     let (resp, mut stream) = client
         .send_request(req, body.is_none())
         .expect("send request");
@@ -265,12 +278,7 @@ async fn a_call_in_flight_at_sigterm_is_answered_before_the_server_stops() {
     let s = Server::start(&dir.0, &[]);
     let mut c = connect(s.grpc).await;
     // The call's headers go now, its message only after the signal.
-    let req = http::Request::builder()
-        .method("POST")
-        .uri(format!("http://127.0.0.1{PATH}"))
-        .header("content-type", "application/grpc")
-        .body(())
-        .expect("request");
+    let req = head("POST", PATH, "application/grpc", None);
     let (resp, mut stream) = c.send_request(req, false).expect("send headers");
     tokio::time::sleep(Duration::from_millis(200)).await;
     s.signal("TERM");
@@ -333,13 +341,12 @@ async fn the_connection_limits_are_advertised_and_a_header_list_over_them_is_ref
     // A header list over 64 KiB: the server refuses that stream (HTTP 431 or a reset),
     // and the connection goes on serving.
     let mut c = client.ready().await.expect("ready");
-    let req = http::Request::builder()
-        .method("POST")
-        .uri(format!("http://127.0.0.1{PATH}"))
-        .header("content-type", "application/grpc")
-        .header("x-big", "v".repeat(70 << 10))
-        .body(())
-        .expect("request");
+    let req = head(
+        "POST",
+        PATH,
+        "application/grpc",
+        Some(("x-big", "v".repeat(70 << 10))),
+    );
     let refused = match c.send_request(req, false) {
         Ok((resp, mut stream)) => {
             let _ = stream.send_data(Bytes::from(framed(0, &call_bytes("big"))), true);
@@ -357,4 +364,28 @@ async fn the_connection_limits_are_advertised_and_a_header_list_over_them_is_ref
         a.statuses[0].limit_remaining, 98,
         "the refused call took nothing"
     );
+}
+
+#[tokio::test]
+async fn a_message_split_over_several_data_frames_is_joined() {
+    let dir = TempDir::new("split");
+    dir.write("t.yaml", CONFIG);
+    let s = Server::start(&dir.0, &[]);
+    let mut c = connect(s.grpc).await;
+    let whole = framed(0, &call_bytes("split"));
+    let req = head("POST", PATH, "application/grpc", None);
+    let (resp, mut stream) = c.send_request(req, false).expect("send headers");
+    // The prefix cut in two, then the rest of the message in two more frames.
+    for (part, last) in [
+        (&whole[..2], false),
+        (&whole[2..7], false),
+        (&whole[7..], true),
+    ] {
+        stream
+            .send_data(Bytes::copy_from_slice(part), last)
+            .expect("send a part");
+    }
+    let a = read(resp).await.response();
+    assert_eq!(a.overall_code, Code::Ok as i32);
+    assert_eq!(a.statuses[0].limit_remaining, 99);
 }

@@ -216,26 +216,22 @@ pub(crate) fn report(a: &Args, mut t: Tally, secs: f64) {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    if a.api == "grpc-raw" || a.api == "canned-server" {
-        // One thread drives every connection: the whole cost is on one core.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        if a.api == "canned-server" {
-            rt.block_on(canned::run(&a));
-            return ExitCode::SUCCESS;
-        }
-        return rt.block_on(raw::run(&a));
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    if a.api == "inproc" {
-        rt.block_on(inproc::run(&a));
+    // The raw client and the stand-in server on one thread: their whole cost is on one
+    // core. The tonic and HTTP/1.1 clients on tokio's multi-thread scheduler.
+    let one_thread = matches!(a.api.as_str(), "grpc-raw" | "canned-server");
+    let rt = if one_thread {
+        tokio::runtime::Builder::new_current_thread()
     } else {
-        rt.block_on(calls::run(std::sync::Arc::new(a)));
+        tokio::runtime::Builder::new_multi_thread()
+    }
+    .enable_all()
+    .build()
+    .expect("runtime");
+    match a.api.as_str() {
+        "grpc-raw" => return rt.block_on(raw::run(&a)),
+        "canned-server" => rt.block_on(canned::run(&a)),
+        "inproc" => rt.block_on(inproc::run(&a)),
+        _ => rt.block_on(calls::run(std::sync::Arc::new(a))),
     }
     ExitCode::SUCCESS
 }

@@ -10,13 +10,20 @@ use prost::Message;
 use std::time::Instant;
 use tollgate_server::proto::RateLimitResponse;
 
+/// A new connection for 4 calls in flight (`--requests 4`), its preface already taken
+/// from its output, nothing received yet.
+fn new4(now: Instant) -> Conn {
+    let a = Args::parse_from(["loadgen", "--requests", "4", "--concurrency", "4"]);
+    let mut c = Conn::new(&a, Plan::new(&a, now), 4, 0, 1);
+    c.out.clear();
+    c
+}
+
 /// A connection of 4 calls in flight (`--requests 4`), its preface written, the server's
 /// SETTINGS taken and its 4 streams (1, 3, 5, 7) opened.
 fn open4() -> Conn {
-    let a = Args::parse_from(["loadgen", "--requests", "4", "--concurrency", "4"]);
     let now = Instant::now();
-    let mut c = Conn::new(&a, Plan::new(&a, now), 4, 0, 1);
-    c.out.clear();
+    let mut c = new4(now);
     let mut s = Vec::new();
     put_settings(&mut s, &[(SETTINGS_MAX_CONCURRENT_STREAMS, 100)]);
     assert_eq!(c.on_bytes(&s, now), Ok(s.len()));
@@ -124,10 +131,8 @@ fn data_frames(out: &[u8]) -> Vec<u32> {
 
 #[test]
 fn send_windows() {
-    let a = Args::parse_from(["loadgen", "--requests", "4", "--concurrency", "4"]);
     let now = Instant::now();
-    let mut c = Conn::new(&a, Plan::new(&a, now), 4, 0, 1);
-    c.out.clear();
+    let mut c = new4(now);
     // Streams start with a window of 10 bytes: HEADERS only, the bodies wait.
     let mut s = Vec::new();
     put_settings(&mut s, &[(SETTINGS_INITIAL_WINDOW_SIZE, 10)]);

@@ -104,28 +104,28 @@ async fn decide(body: &mut RecvStream, engine: &Engine) -> Result<Bytes, Status>
 /// (a unary call's request ends after its message), giving each chunk's flow-control
 /// capacity back as it arrives.
 async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {
-    // Almost always the whole frame is one DATA frame: no copy then.
-    let mut first: Option<Bytes> = None;
-    let mut more = BytesMut::new();
+    // Almost always the whole frame is one DATA frame: kept as it came, no copy. Only a
+    // frame split over several is joined.
+    let mut single: Option<Bytes> = None;
+    let mut joined = BytesMut::new();
+    let mut len = 0;
     while let Some(chunk) = body.data().await {
         let chunk =
             chunk.map_err(|e| Status::new(Code::Internal, format!("reading the request: {e}")))?;
         let _ = body.flow_control().release_capacity(chunk.len());
-        let have = first.as_ref().map_or(0, Bytes::len) + more.len();
-        if have + chunk.len() > 5 + MAX_MESSAGE {
-            return Err(too_large(have + chunk.len() - 5));
+        len += chunk.len();
+        if len > 5 + MAX_MESSAGE {
+            return Err(too_large(len - 5));
         }
-        match &first {
-            None if more.is_empty() => first = Some(chunk),
-            _ => {
-                if let Some(f) = first.take() {
-                    more.extend_from_slice(&f);
-                }
-                more.extend_from_slice(&chunk);
+        match single.take() {
+            None if joined.is_empty() => single = Some(chunk),
+            earlier => {
+                joined.extend_from_slice(earlier.as_deref().unwrap_or_default());
+                joined.extend_from_slice(&chunk);
             }
         }
     }
-    let mut frame = first.unwrap_or_else(|| more.freeze());
+    let mut frame = single.unwrap_or_else(|| joined.freeze());
     unframe(&mut frame)?;
     Ok(frame)
 }

@@ -94,12 +94,9 @@ pub(crate) fn ok_trailers() -> HeaderMap {
     h
 }
 
-/// Ends the call with `status` as a trailers-only response. A stream the client has
-/// already reset is left as it is.
+/// Ends the call with `status` as a trailers-only response.
 pub(crate) fn send_status(respond: &mut SendResponse<Bytes>, status: &Status) {
-    if let Err(e) = respond.send_response(status.response(), true) {
-        tracing::debug!(error = %e, "the client left before the status");
-    }
+    end(respond, status.response());
 }
 
 /// Ends a request that is not gRPC at all (a wrong method or content type) with a plain
@@ -107,7 +104,13 @@ pub(crate) fn send_status(respond: &mut SendResponse<Bytes>, status: &Status) {
 pub(crate) fn send_http(respond: &mut SendResponse<Bytes>, code: StatusCode) {
     let mut r = Response::new(());
     *r.status_mut() = code;
-    if let Err(e) = respond.send_response(r, true) {
+    end(respond, r);
+}
+
+/// Sends `response` as the stream's only frame. A stream the client has already reset
+/// is left as it is.
+fn end(respond: &mut SendResponse<Bytes>, response: Response<()>) {
+    if let Err(e) = respond.send_response(response, true) {
         tracing::debug!(error = %e, "the client left before the status");
     }
 }
