@@ -38,26 +38,16 @@ impl PackedCell {
     /// `measure_and_replace`). `f` may run several times under contention, so it must
     /// be a pure function of the state it is given.
     #[inline]
-    pub(crate) fn update<R>(&self, mut f: impl FnMut(u64) -> (Option<u64>, R)) -> R {
-        let mut current = self.state.load(Ordering::Acquire);
-        loop {
-            let (next, result) = f(current);
-            let Some(next) = next else {
-                return result;
-            };
-            match self.state.compare_exchange_weak(
-                current,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return result,
-                Err(actual) => current = actual,
-            }
-        }
+    pub(crate) fn update<R>(&self, f: impl FnMut(u64) -> (Option<u64>, R)) -> R {
+        let Some(result) = self.update_while(&(), f) else {
+            unreachable!("`()` is never stale")
+        };
+        result
     }
 
-    /// One decision of `params` at `now` for `cost`.
+    /// One decision of `params` at `now` for `cost`; `None` when `stale` says the
+    /// parameters changed after they were read (see [`Stale`]): nothing was written,
+    /// and the caller decides again with the new ones.
     ///
     /// The loop computes only the next state; the decision is computed once, from the
     /// state the winning compare-and-swap replaced (the step is pure, so it is the
@@ -74,20 +64,33 @@ impl PackedCell {
         now: u64,
         cost: u32,
         clock: impl Fn() -> u64,
-    ) -> Decision {
-        let (current, d) = self.decide_at(params, now, cost);
+        stale: impl Stale,
+    ) -> Option<Decision> {
+        let (current, d) = self.decide_at(params, now, cost, &stale)?;
         if !d.is_allowed() && params.ahead(current, now) {
-            return self.decide_again(params, clock().max(now), cost);
+            return self.decide_again(params, clock().max(now), cost, &stale);
         }
-        d
+        Some(d)
     }
 
     /// [`decide`](Self::decide) at one reading: the state the decision was made on,
     /// and the decision.
     #[inline(always)]
-    fn decide_at<A: PackedAlgorithm>(&self, params: A, now: u64, cost: u32) -> (u64, Decision) {
+    fn decide_at<A: PackedAlgorithm>(
+        &self,
+        params: A,
+        now: u64,
+        cost: u32,
+        stale: &impl Stale,
+    ) -> Option<(u64, Decision)> {
         let mut current = self.state.load(Ordering::Acquire);
-        while let Some(next) = params.both(current, now, cost).0 {
+        loop {
+            if stale.stale() {
+                return None;
+            }
+            let Some(next) = params.both(current, now, cost).0 else {
+                break;
+            };
             match self.state.compare_exchange_weak(
                 current,
                 next,
@@ -98,14 +101,20 @@ impl PackedCell {
                 Err(actual) => current = actual,
             }
         }
-        (current, params.both(current, now, cost).1)
+        Some((current, params.both(current, now, cost).1))
     }
 
     /// The second decision of a stale denial, off the hot path.
     #[cold]
     #[inline(never)]
-    fn decide_again<A: PackedAlgorithm>(&self, params: A, now: u64, cost: u32) -> Decision {
-        self.decide_at(params, now, cost).1
+    fn decide_again<A: PackedAlgorithm>(
+        &self,
+        params: A,
+        now: u64,
+        cost: u32,
+        stale: &impl Stale,
+    ) -> Option<Decision> {
+        Some(self.decide_at(params, now, cost, stale)?.1)
     }
 
     /// The decision for `cost` at `now`, writing nothing.
@@ -114,22 +123,54 @@ impl PackedCell {
         params.both(self.state.load(Ordering::Acquire), now, cost).1
     }
 
-    /// One decision, with what it booked when admitted (for a roll-back).
-    /// A denial in a window later than the reading's is decided once more at a fresh
-    /// reading of `clock` (as [`decide`](Self::decide)).
+    /// [`update`](Self::update), given up (`None`, nothing written) as soon as
+    /// `stale` says the parameters `f` was made with changed.
+    #[inline]
+    fn update_while<R>(
+        &self,
+        stale: &impl Stale,
+        mut f: impl FnMut(u64) -> (Option<u64>, R),
+    ) -> Option<R> {
+        let mut current = self.state.load(Ordering::Acquire);
+        loop {
+            if stale.stale() {
+                return None;
+            }
+            let (next, result) = f(current);
+            let Some(next) = next else {
+                return Some(result);
+            };
+            match self.state.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(result),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// One decision, with what it booked when admitted (for a roll-back); `None` as
+    /// [`decide`](Self::decide). A denial in a window later than the reading's is
+    /// decided once more at a fresh reading of `clock`.
     pub(crate) fn decide_booked<A: PackedAlgorithm>(
         &self,
         params: &A,
         now: u64,
         cost: u32,
         clock: impl Fn() -> u64,
-    ) -> (Decision, Booking) {
+        stale: impl Stale,
+    ) -> Option<(Decision, Booking)> {
         // As `decide`: only the next state inside the loop, the rest once after.
         let params = *params;
         let mut now = now;
         let mut again = true;
         loop {
-            let before = self.update(move |state| (params.both(state, now, cost).0, state));
+            let before = self.update_while(&stale, move |state| {
+                (params.both(state, now, cost).0, state)
+            })?;
             let (next, d) = params.both(before, now, cost);
             if again && !d.is_allowed() && params.ahead(before, now) {
                 again = false;
@@ -137,19 +178,21 @@ impl PackedCell {
                 continue;
             }
             let booking = next.map_or(Booking::Nothing, |n| params.booking(n, cost));
-            return (d, booking);
+            return Some((d, booking));
         }
     }
 
-    /// Books `cost` at `now` within `max_wait`, in one compare-and-swap.
+    /// Books `cost` at `now` within `max_wait`, in one compare-and-swap; `None` as
+    /// [`decide`](Self::decide).
     pub(crate) fn reserve<A: PackedAlgorithm>(
         &self,
         params: &A,
         now: u64,
         cost: u32,
         max_wait: u64,
-    ) -> Reserved {
-        self.update(|state| params.reserve(state, now, cost, max_wait))
+        stale: impl Stale,
+    ) -> Option<Reserved> {
+        self.update_while(&stale, |state| params.reserve(state, now, cost, max_wait))
     }
 
     /// Gives `booking` back at `now` (see `PackedAlgorithm::refund`: a cancel, or a
@@ -162,6 +205,30 @@ impl PackedCell {
         roll_back: bool,
     ) {
         self.update(|state| (params.refund(state, booking, now, roll_back), ()));
+    }
+}
+
+/// Whether the parameters a decision read are still the ones its state is written
+/// for, asked after every read of the state (the first load and each failed
+/// compare-and-swap).
+///
+/// A bucket's state is a time counted in its quota's interval, and `set_quota`
+/// converts it to the new interval (`Gcra::convert`) while readers of the parameters
+/// wait (`Swap::store_with`). A decision that read the old parameters and then the
+/// converted state would price its request in the wrong interval; it finds its
+/// parameters stale and starts over with the new ones. A decision that read the state
+/// before the conversion either wins its compare-and-swap before it (and is converted
+/// with the rest) or loses it and is asked again.
+pub(crate) trait Stale {
+    /// `true` when the parameters changed since they were read.
+    fn stale(&self) -> bool;
+}
+
+/// Parameters that never need converting (the windows): never stale.
+impl Stale for () {
+    #[inline(always)]
+    fn stale(&self) -> bool {
+        false
     }
 }
 

@@ -154,7 +154,7 @@ impl<C: Clock> RateLimiter<C> {
     #[inline]
     pub fn check(&self) -> Decision {
         // Every burst is at least 1, so a cost of 1 always fits.
-        self.decide(1)
+        by_algorithm!(&self.store, e => verbs::check_one(e, 0, 0, || self.now()))
     }
 
     /// Decides one request of cost `n`, now. A cost of 0 changes nothing and reports
@@ -270,13 +270,11 @@ impl<C: Clock> RateLimiter<C> {
         by_algorithm!(&self.store, e => verbs::reserve(e, self, 0, n, max_wait, 0, || self.now()))
     }
 
-    #[inline]
-    fn decide(&self, n: u32) -> Decision {
-        by_algorithm!(&self.store, e => e.decide(0, || self.now(), n, e.params(0)))
-    }
-
-    /// Replaces the quota at run time, keeping the state: deciders are never blocked
-    /// (each decision reads the parameters once, old or new, never a mix).
+    /// Replaces the quota at run time, keeping the state: each decision is made with
+    /// one quota, old or new, never a mix. Deciders wait only while a bucket's state is
+    /// converted to a new rate (one compare-and-swap); a decision that read the old
+    /// quota and then finds the state converted starts over with the new one, so no
+    /// request is ever priced in one rate on a state counted in the other.
     ///
     /// What carries over, and the bound across the change at time `c`:
     ///
@@ -287,8 +285,8 @@ impl<C: Clock> RateLimiter<C> {
     ///   one: 10 used of 10 per minute are 10 used of 1,000 per minute. Over any span
     ///   `[a, b]` containing `c`, at most `burst_old + (c − a)/T_old` are admitted
     ///   before `c`, and from `c` on at most `burst_new + (b − c)/T_new` less what was
-    ///   still owed at `c`. A request that read the old quota just before the change
-    ///   may still count its own cost under it.
+    ///   still owed at `c`. A request decided under the old quota counts at its rate
+    ///   and is converted with the rest.
     /// * **Windows** (the period must stay: [`ConfigError::PeriodChange`]): counts carry
     ///   over and the new limit applies at once, so the window containing `c` admits at
     ///   most `max(limit_old, limit_new)` in all (a lowered limit admits nothing more in

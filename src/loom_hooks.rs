@@ -36,6 +36,21 @@ impl ParamSeqlock {
 
     /// Replaces the value.
     pub fn store(&self, v: [u64; 4]) {
-        self.0.store(v);
+        self.0.store_with(v, || ());
+    }
+
+    /// Reads the value and the version it was read at.
+    pub fn load_stamped(&self) -> ([u64; 4], u64) {
+        self.0.load_stamped()
+    }
+
+    /// Whether a replacement began since `stamp`.
+    pub fn changed(&self, stamp: u64) -> bool {
+        self.0.changed(stamp)
+    }
+
+    /// Replaces the value, running `during` while readers wait.
+    pub fn store_with(&self, v: [u64; 4], during: impl FnOnce()) {
+        self.0.store_with(v, during);
     }
 }

@@ -184,8 +184,41 @@ impl<T: Words> Swap<T> {
 
     /// Replaces the value; concurrent replacements are serialized by the seqlock.
     pub(crate) fn store(&self, v: T) {
-        self.current.store(v);
+        self.store_with(v, || ());
+    }
+
+    /// The value and its stamp: the stamp changes once a replacement begins, so a
+    /// reader tells by [`changed`](Self::changed) whether what it read since could
+    /// belong to another value (see [`store_with`](Self::store_with)).
+    #[inline(always)]
+    pub(crate) fn load_stamped(&self) -> (T, u64) {
+        if self.replaced.load(Ordering::Acquire) {
+            self.current.load_stamped()
+        } else {
+            // The seqlock's version is 0 until the first replacement begins.
+            (self.built, 0)
+        }
+    }
+
+    /// Whether a replacement has begun since `stamp` was read (by
+    /// [`load_stamped`](Self::load_stamped)). One load, ordered after the caller's
+    /// earlier acquire loads.
+    #[inline(always)]
+    pub(crate) fn changed(&self, stamp: u64) -> bool {
+        self.current.changed(stamp)
+    }
+
+    /// Replaces the value, running `during` first while readers wait: a reader that
+    /// loads the value after this returns sees whatever `during` wrote, and a reader
+    /// that loaded the old value and then acquires something `during` wrote finds its
+    /// stamp [`changed`](Self::changed). This is how a bucket's `set_quota` converts a
+    /// cell's state so that no decision applies one quota to a state converted for the
+    /// other. Replacements are serialized by the seqlock.
+    pub(crate) fn store_with(&self, v: T, during: impl FnOnce()) {
+        // Readers go to the seqlock (which holds the value as built until now) before
+        // its version moves, so that no reader of the value as built misses the change.
         self.replaced.store(true, Ordering::Release);
+        self.current.store_with(v, during);
     }
 }
 
@@ -230,6 +263,12 @@ impl<T: Words> Seqlock<T> {
 
     #[inline]
     pub(crate) fn load(&self) -> T {
+        self.load_stamped().0
+    }
+
+    /// The value and the (even) version it was read at.
+    #[inline]
+    pub(crate) fn load_stamped(&self) -> (T, u64) {
         loop {
             let before = self.version.load(Ordering::Acquire);
             let w = [
@@ -240,14 +279,25 @@ impl<T: Words> Seqlock<T> {
             ];
             fence(Ordering::Acquire);
             if before & 1 == 0 && self.version.load(Ordering::Relaxed) == before {
-                return T::from_words(w);
+                return (T::from_words(w), before);
             }
             spin_loop();
         }
     }
 
-    /// Replaces the value; concurrent replacements are serialized by the version.
-    pub(crate) fn store(&self, v: T) {
+    /// Whether a replacement has begun since the version `stamp` (see
+    /// [`store_with`](Self::store_with)).
+    #[inline(always)]
+    pub(crate) fn changed(&self, stamp: u64) -> bool {
+        self.version.load(Ordering::Acquire) != stamp
+    }
+
+    /// Replaces the value (concurrent replacements are serialized by the version),
+    /// running `during` after the version turns odd (readers
+    /// wait) and before the new words are written. Everything `during` writes with
+    /// release ordering is ordered after the odd version: a reader that acquires it
+    /// then reads a version other than the one its value was read at.
+    pub(crate) fn store_with(&self, v: T, during: impl FnOnce()) {
         let mut current = self.version.load(Ordering::Relaxed);
         loop {
             if current & 1 == 0 {
@@ -266,6 +316,7 @@ impl<T: Words> Seqlock<T> {
             }
         }
         fence(Ordering::Release);
+        during();
         for (cell, w) in self.words.iter().zip(v.as_words()) {
             cell.store(w, Ordering::Relaxed);
         }
@@ -281,20 +332,34 @@ impl<T: Words + std::fmt::Debug> std::fmt::Debug for Seqlock<T> {
 
 /// For loom models: the same contract behind a modelled mutex.
 #[cfg(tollgate_loom)]
-pub(crate) struct Swap<T: Words>(Mutex<T>);
+pub(crate) struct Swap<T: Words>(Mutex<(T, u64)>);
 
 #[cfg(tollgate_loom)]
 impl<T: Words> Swap<T> {
     pub(crate) fn new(v: T) -> Self {
-        Swap(Mutex::new(v))
+        Swap(Mutex::new((v, 0)))
     }
 
     pub(crate) fn load(&self) -> T {
+        lock(&self.0).0
+    }
+
+    pub(crate) fn load_stamped(&self) -> (T, u64) {
         *lock(&self.0)
     }
 
+    pub(crate) fn changed(&self, stamp: u64) -> bool {
+        lock(&self.0).1 != stamp
+    }
+
     pub(crate) fn store(&self, v: T) {
-        *lock(&self.0) = v;
+        self.store_with(v, || ());
+    }
+
+    pub(crate) fn store_with(&self, v: T, during: impl FnOnce()) {
+        let mut held = lock(&self.0);
+        during();
+        *held = (v, held.1 + 2);
     }
 }
 

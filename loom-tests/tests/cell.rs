@@ -124,3 +124,43 @@ fn stale_reading_racing_fresh_one_never_over_admits() {
         });
     }
 }
+
+/// A request racing `set_quota` between a bucket interval of 1 s and one of 2 s, on a
+/// bucket that owes one request: whichever goes first, the bucket then owes exactly
+/// two requests of the new quota. A request priced in the old interval on a state
+/// already converted, or in the new one on a state converted afterwards, would leave
+/// it owing a fraction more or less. Through `check` (the decision's compare-and-swap)
+/// and `reserve` (the booking's).
+#[test]
+fn request_racing_a_rate_change_is_priced_in_one_interval() {
+    let fast = Quota::new(4, Duration::from_secs(4)); // T = 1 s, burst 4
+    let slow = Quota::new(2, Duration::from_secs(4)); // T = 2 s, burst 2
+    for (from, to, owes) in [(fast, slow, 4), (slow, fast, 2)] {
+        for reserve in [false, true] {
+            loom::model(move || {
+                let clock = ManualClock::new();
+                clock.set(Duration::from_secs(100));
+                let l = Arc::new(
+                    RateLimiter::builder(Algorithm::TokenBucket, from)
+                        .clock(clock)
+                        .build()
+                        .unwrap(),
+                );
+                assert!(l.check().is_allowed());
+                let changer = {
+                    let l = l.clone();
+                    thread::spawn(move || l.set_quota(to).unwrap())
+                };
+                let admitted = if reserve {
+                    l.reserve(1, Duration::ZERO).is_ok()
+                } else {
+                    l.check().is_allowed()
+                };
+                changer.join().unwrap();
+                assert!(admitted);
+                let owed = l.check_n(0).unwrap().reset_after();
+                assert_eq!(owed, Duration::from_secs(owes), "{from:?} -> {to:?}");
+            });
+        }
+    }
+}

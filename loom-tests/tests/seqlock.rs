@@ -91,3 +91,37 @@ fn two_readers_racing_a_replacement_see_old_or_new() {
         assert_eq!(which(cell.load()), 1);
     });
 }
+
+/// The protocol a bucket's `set_quota` runs on a single cell: the writer converts a
+/// state word inside the replacement (`store_with`), a reader loads the value with its
+/// stamp and then the state (acquire). A reader that sees the converted state finds
+/// its stamp changed unless it read the new value; a reader that read the new value
+/// sees the converted state.
+#[test]
+fn what_a_replacement_writes_during_it_is_seen_with_the_new_value_only() {
+    use loom::sync::atomic::{AtomicU64, Ordering};
+    loom::model(|| {
+        let cell = Arc::new(ParamSeqlock::new(value(0)));
+        let state = Arc::new(AtomicU64::new(0));
+        let reader = {
+            let (cell, state) = (cell.clone(), state.clone());
+            thread::spawn(move || {
+                let (v, stamp) = cell.load_stamped();
+                let converted = state.load(Ordering::Acquire) == 1;
+                let stale = cell.changed(stamp);
+                match which(v) {
+                    0 => assert!(
+                        !converted || stale,
+                        "the old value with the converted state"
+                    ),
+                    _ => assert!(converted, "the new value before its conversion"),
+                }
+            })
+        };
+        cell.store_with(value(1), || {
+            // The conversion: a compare-and-swap, as `PackedCell::update` does.
+            let _ = state.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+        });
+        reader.join().unwrap();
+    });
+}

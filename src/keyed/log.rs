@@ -25,15 +25,16 @@ impl Store for LogTable {
     }
 
     #[inline(always)]
-    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: SlidingLog) -> Decision {
-        LogTable::decide(self, h, now(), cost, p)
+    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: SlidingLog) -> Option<Decision> {
+        // A log converts nothing at a quota change: never stale.
+        Some(LogTable::decide(self, h, now(), cost, p))
     }
 
     fn peek(&self, h: u64, now: u64, cost: u32, p: SlidingLog) -> Decision {
         LogTable::peek(self, h, now, cost, p)
     }
 
-    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, params: SlidingLog) -> Booked1 {
+    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, params: SlidingLog) -> Option<Booked1> {
         let (placed, origin) = self.run_booked(
             h,
             now(),
@@ -56,7 +57,7 @@ impl Store for LogTable {
             Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.limit())),
             other => other,
         };
-        (placed, origin)
+        Some((placed, origin))
     }
 
     fn reserve(
@@ -66,8 +67,8 @@ impl Store for LogTable {
         n: u32,
         limit: u64,
         params: SlidingLog,
-    ) -> Reserved1 {
-        self.run_booked(
+    ) -> Option<Reserved1> {
+        Some(self.run_booked(
             h,
             now(),
             true,
@@ -80,7 +81,7 @@ impl Store for LogTable {
                 };
                 Ok((booked, 0))
             },
-        )
+        ))
     }
 
     fn refund(&self, h: u64, booking: &Booking, origin: Origin, now: u64, _always: bool) {

@@ -193,7 +193,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     #[inline]
     pub(crate) fn check_one(&self, key: &K, tier: usize) -> Decision {
         let h = self.hasher.hash_one(key);
-        by_algorithm!(&self.table, t => Store::decide(t, h, || self.now(), 1, t.params(tier)))
+        by_algorithm!(&self.table, t => store::verbs::check_one(t, h, tier, || self.now()))
     }
 
     /// One request of cost `n` for `key` under tier `tier`, checked against the

@@ -25,15 +25,16 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
     }
 
     #[inline(always)]
-    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: A) -> Decision {
-        PackedTable::decide(self, h, now, cost, p)
+    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: A) -> Option<Decision> {
+        // A slot's state carries its rate class: never stale (see `table::packed::rates`).
+        Some(PackedTable::decide(self, h, now, cost, p))
     }
 
     fn peek(&self, h: u64, now: u64, cost: u32, p: A) -> Decision {
         PackedTable::peek(self, h, now, cost, p)
     }
 
-    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, params: A) -> Booked1 {
+    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, params: A) -> Option<Booked1> {
         // As the table's `decide`: only the next state inside the compare-and-swap
         // loop, the decision and booking once after. A zero-cost check inserts nothing
         // (as `check_n(&key, 0)`). A denial in a window later than the reading's is
@@ -61,14 +62,21 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
             Placed::Untracked(at) => Placed::Untracked(outcome(at)),
             Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.burst())),
         };
-        (placed, origin)
+        Some((placed, origin))
     }
 
-    fn reserve(&self, h: u64, now: impl Fn() -> u64, n: u32, limit: u64, params: A) -> Reserved1 {
-        self.run_booked(h, now, true, params.gcra(), |state, t| {
+    fn reserve(
+        &self,
+        h: u64,
+        now: impl Fn() -> u64,
+        n: u32,
+        limit: u64,
+        params: A,
+    ) -> Option<Reserved1> {
+        Some(self.run_booked(h, now, true, params.gcra(), |state, t| {
             let (next, r) = params.reserve(state, t, n, limit);
             (next, r.map(|b| (b, t)))
-        })
+        }))
     }
 
     fn refund(&self, h: u64, booking: &Booking, origin: Origin, now: u64, always: bool) {

@@ -11,7 +11,7 @@ use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::Params;
-use crate::cell::{LogCell, PackedCell};
+use crate::cell::{LogCell, PackedCell, Stale};
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::reservation::Origin;
@@ -52,39 +52,82 @@ impl<A: PackedAlgorithm> WordStore<A> {
             cell: PackedCell::new(),
         }
     }
+
+    /// Whether `p` went stale (see [`Stale`]): only a bucket's parameters can, as
+    /// only a bucket's state is converted at a quota change.
+    #[inline(always)]
+    fn since(&self, p: &Stamped<A>) -> Since<'_, A> {
+        Since {
+            swap: &self.params,
+            stamp: p.stamp,
+            converts: p.params.gcra().is_some(),
+        }
+    }
+}
+
+/// A cell's parameters and the stamp of the `Swap` they were read at.
+#[derive(Clone, Copy)]
+pub(crate) struct Stamped<A> {
+    params: A,
+    stamp: u64,
+}
+
+/// [`Stale`] for parameters read from `swap` at `stamp`.
+pub(crate) struct Since<'a, A: PackedAlgorithm> {
+    swap: &'a Swap<A>,
+    stamp: u64,
+    /// Whether a quota change converts the state (a bucket); else never stale.
+    converts: bool,
+}
+
+impl<A: PackedAlgorithm> Stale for Since<'_, A> {
+    #[inline(always)]
+    fn stale(&self) -> bool {
+        self.converts && self.swap.changed(self.stamp)
+    }
 }
 
 impl<A: PackedAlgorithm> Store for WordStore<A> {
-    type Params = A;
+    type Params = Stamped<A>;
 
     #[inline(always)]
-    fn params(&self, _tier: usize) -> A {
-        self.params.load()
-    }
-
-    #[inline(always)]
-    fn burst(&self, p: &A) -> u32 {
-        p.burst()
+    fn params(&self, _tier: usize) -> Stamped<A> {
+        let (params, stamp) = self.params.load_stamped();
+        Stamped { params, stamp }
     }
 
     #[inline(always)]
-    fn decide(&self, _h: u64, now: impl Fn() -> u64, cost: u32, p: A) -> Decision {
-        self.cell.decide(p, now(), cost, now)
+    fn burst(&self, p: &Stamped<A>) -> u32 {
+        p.params.burst()
     }
 
-    fn peek(&self, _h: u64, now: u64, cost: u32, p: A) -> Decision {
-        self.cell.peek(&p, now, cost)
+    #[inline(always)]
+    fn decide(&self, _h: u64, now: impl Fn() -> u64, cost: u32, p: Stamped<A>) -> Option<Decision> {
+        self.cell.decide(p.params, now(), cost, now, self.since(&p))
     }
 
-    fn book(&self, _h: u64, now: impl Fn() -> u64, n: u32, p: A) -> Booked1 {
-        let (d, booking) = self.cell.decide_booked(&p, now(), n, now);
-        (Placed::Stored((d, booking)), Origin::Cell)
+    fn peek(&self, _h: u64, now: u64, cost: u32, p: Stamped<A>) -> Decision {
+        self.cell.peek(&p.params, now, cost)
     }
 
-    fn reserve(&self, _h: u64, now: impl Fn() -> u64, n: u32, limit: u64, p: A) -> Reserved1 {
+    fn book(&self, _h: u64, now: impl Fn() -> u64, n: u32, p: Stamped<A>) -> Option<Booked1> {
+        let booked = self
+            .cell
+            .decide_booked(&p.params, now(), n, now, self.since(&p))?;
+        Some((Placed::Stored(booked), Origin::Cell))
+    }
+
+    fn reserve(
+        &self,
+        _h: u64,
+        now: impl Fn() -> u64,
+        n: u32,
+        limit: u64,
+        p: Stamped<A>,
+    ) -> Option<Reserved1> {
         let t = now();
-        let booked = self.cell.reserve(&p, t, n, limit).map(|b| (b, t));
-        (Placed::Stored(booked), Origin::Cell)
+        let reserved = self.cell.reserve(&p.params, t, n, limit, self.since(&p))?;
+        Some((Placed::Stored(reserved.map(|b| (b, t))), Origin::Cell))
     }
 
     fn refund(&self, _h: u64, booking: &Booking, _origin: Origin, now: u64, always: bool) {
@@ -105,18 +148,24 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
         };
         let old = self.params.load();
         Params::Packed(old.into_params()).can_become(&next, 0)?;
-        self.params.store(p);
-        // The buckets: what the state owes carries over in requests (a request that
-        // read the old quota before the store may still count its own cost under it).
-        if let (Some(a), Some(b)) = (old.gcra(), p.gcra()) {
-            if a.interval() != b.interval() {
-                let now = now();
-                self.cell.update(|tat| {
-                    let to = b.convert(tat, a.interval(), now);
-                    ((to != tat).then_some(to), ())
-                });
-            }
-        }
+        let intervals = old.gcra().zip(p.gcra());
+        let Some((a, b)) = intervals.filter(|(a, b)| a.interval() != b.interval()) else {
+            self.params.store(p);
+            return Ok(());
+        };
+        // The buckets: what the state owes carries over in requests, converted while
+        // deciders wait for the new parameters; a decision that read the old ones
+        // either swaps the state before the conversion (and is converted with it) or
+        // finds them stale and starts over (see `cell::Stale`). A state that owes
+        // nothing is written as `now` (the same meaning at `now` and later), so that
+        // the conversion changes the word and such a decision's swap fails.
+        let now = now();
+        self.params.store_with(p, || {
+            self.cell.update(|tat| {
+                let to = b.convert(tat.max(now), a.interval(), now);
+                ((to != tat).then_some(to), ())
+            });
+        });
         Ok(())
     }
 
@@ -155,17 +204,18 @@ impl Store for RingStore {
     }
 
     #[inline(always)]
-    fn decide(&self, _h: u64, now: impl Fn() -> u64, cost: u32, p: SlidingLog) -> Decision {
-        self.cell.decide(&p, now(), cost)
+    fn decide(&self, _h: u64, now: impl Fn() -> u64, cost: u32, p: SlidingLog) -> Option<Decision> {
+        // A log converts nothing at a quota change: never stale.
+        Some(self.cell.decide(&p, now(), cost))
     }
 
     fn peek(&self, _h: u64, now: u64, cost: u32, p: SlidingLog) -> Decision {
         self.cell.peek(&p, now, cost)
     }
 
-    fn book(&self, _h: u64, now: impl Fn() -> u64, n: u32, p: SlidingLog) -> Booked1 {
-        let (d, booking) = self.cell.decide_booked(&p, now(), n);
-        (Placed::Stored((d, booking)), Origin::Cell)
+    fn book(&self, _h: u64, now: impl Fn() -> u64, n: u32, p: SlidingLog) -> Option<Booked1> {
+        let booked = self.cell.decide_booked(&p, now(), n);
+        Some((Placed::Stored(booked), Origin::Cell))
     }
 
     fn reserve(
@@ -175,10 +225,10 @@ impl Store for RingStore {
         n: u32,
         limit: u64,
         p: SlidingLog,
-    ) -> Reserved1 {
+    ) -> Option<Reserved1> {
         let t = now();
         let booked = self.cell.reserve(&p, t, n, limit).map(|b| (b, t));
-        (Placed::Stored(booked), Origin::Cell)
+        Some((Placed::Stored(booked), Origin::Cell))
     }
 
     fn refund(&self, _h: u64, booking: &Booking, _origin: Origin, now: u64, _always: bool) {

@@ -78,18 +78,22 @@ pub(crate) trait Store {
     fn burst(&self, p: &Self::Params) -> u32;
 
     /// One decision of `cost` (at most the burst) for the key hashed to `h`, counted
-    /// (see [`count`](Self::count)).
-    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: Self::Params) -> Decision;
+    /// (see [`count`](Self::count)); `None` when `p` went stale meanwhile (only a
+    /// single cell's bucket, racing `set_quota`: see `cell::Stale`), with nothing
+    /// written or counted: the caller reads the parameters again and starts over.
+    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: Self::Params)
+        -> Option<Decision>;
 
     /// The decision of `cost` for the key hashed to `h` at `now`, writing nothing.
     fn peek(&self, h: u64, now: u64, cost: u32, p: Self::Params) -> Decision;
 
     /// Admits `n` now or not (all or nothing), booking what it took so that it can be
     /// rolled back exactly; inserts a missing key only when `n > 0`. Not counted.
-    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, p: Self::Params) -> Booked1;
+    /// `None` as [`decide`](Self::decide).
+    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, p: Self::Params) -> Option<Booked1>;
 
     /// Books `n` at the earliest time it may proceed, if that is at most `limit` ns
-    /// after the reading.
+    /// after the reading. `None` as [`decide`](Self::decide).
     fn reserve(
         &self,
         h: u64,
@@ -97,7 +101,7 @@ pub(crate) trait Store {
         n: u32,
         limit: u64,
         p: Self::Params,
-    ) -> Reserved1;
+    ) -> Option<Reserved1>;
 
     /// Gives `booking` back at `now` (a cancel, or a roll-back when `always`), only to
     /// the state `origin` identifies.
