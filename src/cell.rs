@@ -196,15 +196,18 @@ impl PackedCell {
     }
 
     /// Gives `booking` back at `now` (see `PackedAlgorithm::refund`: a cancel, or a
-    /// roll-back when `roll_back`).
+    /// roll-back when `roll_back`); `None` as [`decide`](Self::decide).
     pub(crate) fn refund<A: PackedAlgorithm>(
         &self,
         params: &A,
         booking: &Booking,
         now: u64,
         roll_back: bool,
-    ) {
-        self.update(|state| (params.refund(state, booking, now, roll_back), ()));
+        stale: impl Stale,
+    ) -> Option<()> {
+        self.update_while(&stale, |state| {
+            (params.refund(state, booking, now, roll_back), ())
+        })
     }
 }
 

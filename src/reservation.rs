@@ -24,7 +24,12 @@ pub(crate) trait Ledger: Sync {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Origin {
     /// A [`RateLimiter`](crate::RateLimiter)'s one state, which is never replaced.
-    Cell,
+    Cell {
+        /// The bucket interval (ns) the booking was counted in, 0 for the others: a
+        /// state converted to another interval since gives nothing back (as a keyed
+        /// slot's rate class).
+        interval: u64,
+    },
     /// A packed keyed table's entry: the generation in its slot's key word, and the
     /// shard's epoch read before the booking (see `keyed::table`'s protocol).
     Slot {
@@ -195,7 +200,9 @@ impl<'a> Reservation<'a> {
     /// token bucket, the time later reservations were scheduled after this one; for the
     /// leaky bucket's spaced slots, and for the windows and the log, everything while
     /// nothing later was booked into a later slot, window or entry, else nothing).
-    /// Never more than was booked.
+    /// Never more than was booked; nothing after a reset of the key, or after a
+    /// bucket's state was converted to another rate (`set_quota`, a request of
+    /// another tier): the booking was converted with the rest.
     ///
     /// # Example
     ///

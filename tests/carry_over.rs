@@ -265,3 +265,59 @@ fn threads_on_two_tiers_never_exceed_the_larger_burst() {
         }
     }
 }
+
+/// A reservation booked before a rate change and cancelled after it gives nothing
+/// back, on a single limiter and on a key (whether or not a request under the new rate
+/// converted the key's state first): its capacity was counted at the old rate and
+/// converted with the rest. Giving back its old-rate weight from a state counted at
+/// the new rate would take back what the reservations booked after it owe (a single
+/// limiter gave back two requests of the new rate for the one cancelled).
+#[test]
+fn a_booking_cancelled_after_a_rate_change_gives_nothing_back() {
+    let (slow, fast) = (Duration::from_secs(10), Duration::from_secs(5));
+    for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        let clock = ManualClock::new();
+        let single = RateLimiter::builder(a, Quota::new(1, slow))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let keyed = KeyedRateLimiter::<u8, _>::builder(a, Quota::new(1, slow))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let mut booked: Vec<_> = (0..4)
+            .map(|_| single.reserve(1, 100 * slow).unwrap())
+            .collect();
+        let mut on_key: Vec<_> = (0..4)
+            .map(|_| keyed.reserve(&1, 1, 100 * slow).unwrap())
+            .collect();
+        let mut on_converted: Vec<_> = (0..4)
+            .map(|_| keyed.reserve(&2, 1, 100 * slow).unwrap())
+            .collect();
+        single.set_quota(Quota::new(1, fast)).unwrap();
+        keyed.set_quota(Quota::new(1, fast)).unwrap();
+        // Key 2's state is converted by a booking under the new rate (4 owed, then 5).
+        on_converted.push(keyed.reserve(&2, 1, 100 * slow).unwrap());
+        let owed = |d: tollgate::Decision| d.reset_after();
+        assert_eq!(owed(single.check_n(0).unwrap()), 4 * fast, "{a:?}");
+        assert_eq!(owed(keyed.check_n(&2, 0).unwrap()), 5 * fast, "{a:?}");
+        booked.remove(1).cancel();
+        on_key.remove(1).cancel();
+        on_converted.remove(1).cancel();
+        assert_eq!(owed(single.check_n(0).unwrap()), 4 * fast, "{a:?}: single");
+        assert_eq!(
+            owed(keyed.check_n(&2, 0).unwrap()),
+            5 * fast,
+            "{a:?}: converted key"
+        );
+        // Key 1's state is still counted at the old rate: 4 owed, converted on reading.
+        assert_eq!(owed(keyed.check_n(&1, 0).unwrap()), 4 * fast, "{a:?}: key");
+        // The last booking, cancelled, is given back at once (no rate change since).
+        on_converted.pop().unwrap().cancel();
+        assert_eq!(
+            owed(keyed.check_n(&2, 0).unwrap()),
+            4 * fast,
+            "{a:?}: own rate"
+        );
+    }
+}

@@ -190,3 +190,45 @@ fn cancel_racing_a_reset_gives_nothing_to_the_fresh_state() {
         });
     }
 }
+
+/// A multi-limit check rolled back while `set_quota` changes the bucket's rate (1 s
+/// and 2 s intervals, each way), on a bucket that owes one request: the roll-back
+/// gives back its own request or, when the state was converted to the other interval
+/// in between, nothing (as a keyed slot of another rate class). Never more: a booking
+/// counted at one rate given back from a state counted at the other would take back
+/// what earlier requests owe.
+#[test]
+fn roll_back_racing_a_rate_change_never_gives_back_more_than_its_own() {
+    let fast = Quota::new(4, Duration::from_secs(4)); // T = 1 s
+    let slow = Quota::new(2, Duration::from_secs(4)); // T = 2 s
+    for (from, to, t_new) in [(fast, slow, 2), (slow, fast, 1)] {
+        loom::model(move || {
+            let clock = ManualClock::new();
+            clock.set(Duration::from_secs(100));
+            let build = |a, q| {
+                RateLimiter::builder(a, q)
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap()
+            };
+            let l = Arc::new(build(Algorithm::TokenBucket, from));
+            let full = Arc::new(build(Algorithm::FixedWindow, Quota::per_hour(1)));
+            assert!(l.check().is_allowed() && full.check().is_allowed());
+            let multi = {
+                let (l, full) = (l.clone(), full.clone());
+                thread::spawn(move || {
+                    let d = check_all(&[&*l as &dyn Limit, &*full], 1).unwrap();
+                    assert!(!d.is_allowed());
+                })
+            };
+            l.set_quota(to).unwrap();
+            multi.join().unwrap();
+            let owed = l.check_n(0).unwrap().reset_after();
+            let (own, kept) = (Duration::from_secs(t_new), Duration::from_secs(2 * t_new));
+            assert!(
+                owed == own || owed == kept,
+                "{from:?} -> {to:?}: owes {owed:?}, not {own:?} (rolled back) or {kept:?}"
+            );
+        });
+    }
+}

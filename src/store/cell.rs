@@ -65,6 +65,14 @@ impl<A: PackedAlgorithm> WordStore<A> {
     }
 }
 
+/// What a booking made with `p` on a cell is counted in (see [`Origin::Cell`]).
+#[inline]
+fn origin<A: PackedAlgorithm>(p: &A) -> Origin {
+    Origin::Cell {
+        interval: p.gcra().map_or(0, |g| g.interval()),
+    }
+}
+
 /// A cell's parameters and the stamp of the `Swap` they were read at.
 #[derive(Clone, Copy)]
 pub(crate) struct Stamped<A> {
@@ -114,7 +122,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
         let booked = self
             .cell
             .decide_booked(&p.params, now(), n, now, self.since(&p))?;
-        Some((Placed::Stored(booked), Origin::Cell))
+        Some((Placed::Stored(booked), origin(&p.params)))
     }
 
     fn reserve(
@@ -127,11 +135,24 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
     ) -> Option<Reserved1> {
         let t = now();
         let reserved = self.cell.reserve(&p.params, t, n, limit, self.since(&p))?;
-        Some((Placed::Stored(reserved.map(|b| (b, t))), Origin::Cell))
+        Some((Placed::Stored(reserved.map(|b| (b, t))), origin(&p.params)))
     }
 
-    fn refund(&self, _h: u64, booking: &Booking, _origin: Origin, now: u64, always: bool) {
-        self.cell.refund(&self.params.load(), booking, now, always);
+    fn refund(&self, _h: u64, booking: &Booking, origin: Origin, now: u64, always: bool) {
+        loop {
+            let p = self.params(0);
+            if origin != self::origin(&p.params) {
+                // Counted in another interval, since converted: nothing to give back.
+                return;
+            }
+            if self
+                .cell
+                .refund(&p.params, booking, now, always, self.since(&p))
+                .is_some()
+            {
+                return;
+            }
+        }
     }
 
     fn set_params(
@@ -215,7 +236,7 @@ impl Store for RingStore {
 
     fn book(&self, _h: u64, now: impl Fn() -> u64, n: u32, p: SlidingLog) -> Option<Booked1> {
         let booked = self.cell.decide_booked(&p, now(), n);
-        Some((Placed::Stored(booked), Origin::Cell))
+        Some((Placed::Stored(booked), Origin::Cell { interval: 0 }))
     }
 
     fn reserve(
@@ -228,7 +249,7 @@ impl Store for RingStore {
     ) -> Option<Reserved1> {
         let t = now();
         let booked = self.cell.reserve(&p, t, n, limit).map(|b| (b, t));
-        Some((Placed::Stored(booked), Origin::Cell))
+        Some((Placed::Stored(booked), Origin::Cell { interval: 0 }))
     }
 
     fn refund(&self, _h: u64, booking: &Booking, _origin: Origin, now: u64, _always: bool) {

@@ -255,7 +255,8 @@ impl LockedTable<LogEntry> {
             );
         }
         if !insert {
-            return (Placed::Absent(fresh()), Origin::Cell);
+            // Nothing was booked on an absent key: never given back.
+            return (Placed::Absent(fresh()), Origin::Cell { interval: 0 });
         }
         let (claim, now) = self.claim(fp, &(), &loc, now, ());
         let (i, mut held) = match claim {
