@@ -230,7 +230,8 @@ const INLINE: usize = 4;
 /// roll-back gives back exactly what its booking took, whatever was admitted on the
 /// same limit in between (for the buckets, the booking's debt still outstanding: all
 /// of it, as the roll-back follows at once), and only to the state it was booked on
-/// (nothing after a `reset` of the key). A concurrent check may see a limit briefly
+/// (nothing after a `reset` of the key, nor after a quota change converted a bucket's
+/// state to another rate: the booking was converted with the rest). A concurrent check may see a limit briefly
 /// fuller than it ends up: never emptier. The leaky bucket keeps a release slot that
 /// a later slot was booked behind (its releases stay spaced). Limits that come after
 /// the one that denied are only peeked.
