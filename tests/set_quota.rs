@@ -314,3 +314,60 @@ fn admitted_while_flipping(a: Algorithm) -> u64 {
     });
     admitted.load(Ordering::Relaxed)
 }
+
+/// A keyed bucket's deciders racing a thread that cycles through 20 rates, more than
+/// the 16 rate classes a table tags its states with, so that `set_quota` keeps
+/// retiring classes and giving them to other rates: the requests admitted on one key
+/// never exceed the largest quota's capacity (60; the clock is frozen). A request
+/// that read a quota whose class was retired and given to another rate meanwhile
+/// must start over (its class now stands for another rate), and no write of a
+/// retiring class may outlive the pass that converts them (up to 76 of 60 admitted
+/// before).
+#[test]
+fn keyed_deciders_racing_more_rates_than_classes_never_exceed_the_largest() {
+    for round in 0..30 {
+        let quotas: Vec<Quota> = (41..=60).map(Quota::per_hour).collect();
+        let l = KeyedRateLimiter::<u8, _>::builder(Algorithm::TokenBucket, quotas[19])
+            .max_keys(64)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
+        let done = AtomicBool::new(false);
+        let admitted = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in (0..).step_by(7) {
+                    if done.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    l.set_quota(quotas[i % quotas.len()]).unwrap();
+                }
+            });
+            let deciders: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        for i in 0..5_000u32 {
+                            let (cost, d) = match i % 3 {
+                                0 => (1, l.check(&7)),
+                                1 => (2, l.check_n(&7, 2).unwrap()),
+                                _ => match l.reserve(&7, 1, Duration::ZERO) {
+                                    Ok(r) => (1, r.decision()),
+                                    Err(_) => continue,
+                                },
+                            };
+                            if d.is_allowed() {
+                                admitted.fetch_add(cost, Ordering::Relaxed);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for d in deciders {
+                d.join().unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        let n = admitted.load(Ordering::Relaxed);
+        assert!(n <= 60, "round {round}: {n} admitted");
+    }
+}

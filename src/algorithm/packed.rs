@@ -40,10 +40,11 @@ pub(crate) trait Step: Copy {
     fn ahead(&self, _state: u64, _now: u64) -> bool {
         false
     }
-    /// The buckets' rate class (see `table::rates`); `None` for the windows, whose
-    /// states count requests and carry over between quotas as they are.
+    /// The bucket, in a table that may hold states of several rate classes (see
+    /// `table::packed::rates`); `None` otherwise (the windows, whose states count
+    /// requests and carry over between quotas as they are, and a bucket of one rate).
     #[inline(always)]
-    fn class(&self) -> Option<u8> {
+    fn classed(&self) -> Option<Gcra> {
         None
     }
 }
@@ -139,8 +140,8 @@ impl Step for Classed {
         self.0.step(state, now, cost)
     }
     #[inline(always)]
-    fn class(&self) -> Option<u8> {
-        Some(self.0.class())
+    fn classed(&self) -> Option<Gcra> {
+        Some(self.0)
     }
 }
 

@@ -26,8 +26,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
 
     #[inline(always)]
     fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: A) -> Option<Decision> {
-        // A slot's state carries its rate class: never stale (see `table::packed::rates`).
-        Some(PackedTable::decide(self, h, now, cost, p))
+        PackedTable::decide(self, h, now, cost, p)
     }
 
     fn peek(&self, h: u64, now: u64, cost: u32, p: A) -> Decision {
@@ -43,7 +42,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         let (placed, origin) = loop {
             let (placed, origin) = self.run_booked(h, &now, n > 0, params.gcra(), |state, t| {
                 (params.next_state(state, t, n), (state, t))
-            });
+            })?;
             if let Placed::Stored((state, t)) = placed {
                 if again && params.ahead(state, t) && !params.decision(state, t, n).is_allowed() {
                     again = false;
@@ -73,10 +72,10 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         limit: u64,
         params: A,
     ) -> Option<Reserved1> {
-        Some(self.run_booked(h, now, true, params.gcra(), |state, t| {
+        self.run_booked(h, now, true, params.gcra(), |state, t| {
             let (next, r) = params.reserve(state, t, n, limit);
             (next, r.map(|b| (b, t)))
-        }))
+        })
     }
 
     fn refund(&self, h: u64, booking: &Booking, origin: Origin, now: u64, always: bool) {

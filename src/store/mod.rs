@@ -78,8 +78,9 @@ pub(crate) trait Store {
     fn burst(&self, p: &Self::Params) -> u32;
 
     /// One decision of `cost` (at most the burst) for the key hashed to `h`, counted
-    /// (see [`count`](Self::count)); `None` when `p` went stale meanwhile (only a
-    /// single cell's bucket, racing `set_quota`: see `cell::Stale`), with nothing
+    /// (see [`count`](Self::count)); `None` when `p` went stale meanwhile (a single
+    /// cell's bucket racing `set_quota`, see `cell::Stale`; a keyed table whose rate
+    /// class `p` carries is being retired, see `table::packed::rates`), with nothing
     /// written or counted: the caller reads the parameters again and starts over.
     fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: Self::Params)
         -> Option<Decision>;

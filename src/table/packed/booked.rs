@@ -20,7 +20,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     ///
     /// Also returns what identifies the state the transition was stored on
     /// ([`Origin::Slot`]; see `table::generation`), for a later
-    /// [`refund`](Self::refund).
+    /// [`refund`](Self::refund). `None` as [`run_from`](Self::run_from).
     pub(crate) fn run_booked<R>(
         &self,
         h: u64,
@@ -28,12 +28,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         insert: bool,
         rate: Option<Gcra>,
         f: impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> (Placed<R>, Origin) {
+    ) -> Option<(Placed<R>, Origin)> {
         // Read before the state is loaded: every later event on the key numbers above it.
         let epoch = self.shards[self.geo.locate(h).shard].epoch();
-        let (placed, word) = self.run_from(None, h, now, insert, rate, f);
+        let (placed, word) = self.run_from(None, h, now, insert, rate, f)?;
         let (gen, class) = (generation::of(word), generation::class_of(word));
-        (placed, Origin::Slot { gen, class, epoch })
+        Some((placed, Origin::Slot { gen, class, epoch }))
     }
 
     /// Applies `f(state, now)` to the key hashed to `h` only while its state is the
@@ -109,6 +109,11 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     /// caller made (before or after this function's reading, either is sound: a missing
     /// key's reading is floored by the reclaim stamp read after the scan, and a found
     /// key's state decides any reading, a stale one only more strictly).
+    ///
+    /// In a table of several rates this is the one way a rate class gets into a slot,
+    /// so the run is registered with the rate registry (`rates::Rates::enter`); `None`,
+    /// with nothing written, when `rate`'s class is being retired: the caller starts
+    /// over with its tier's current parameters.
     #[inline(always)]
     pub(super) fn run_from<R>(
         &self,
@@ -118,7 +123,20 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         insert: bool,
         rate: Option<Gcra>,
         mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> (Placed<R>, u64) {
+    ) -> Option<(Placed<R>, u64)> {
+        let _writing = match rate.filter(Gcra::mixed) {
+            Some(g) => {
+                let writing = self.rates().enter(g.class())?;
+                // Registered, the class keeps standing for the rate it stands for now:
+                // this rate, unless it was retired and given out again since `rate`
+                // was read (then `rate` is stale).
+                if self.rates().interval(g.class()) != g.interval() {
+                    return None;
+                }
+                Some(writing)
+            }
+            None => None,
+        };
         let mut key_word = 0;
         let fp = generation::probe_word(h);
         let loc = self.geo.locate(h);
@@ -131,7 +149,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             match scan {
                 Scan::Found(i, w) => {
                     if let Some((r, kw)) = self.update(i, fp, w, t, rate, &mut f) {
-                        return (Placed::Stored(r), kw);
+                        return Some((Placed::Stored(r), kw));
                     }
                 }
                 Scan::Absent { first_empty } => {
@@ -140,7 +158,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     t = self.shards[loc.shard].floor(t);
                     let (next, r) = f(0, t);
                     let Some(next) = next.filter(|_| insert) else {
-                        return (Placed::Absent(r), 0);
+                        return Some((Placed::Absent(r), 0));
                     };
                     if let Some(e) = first_empty {
                         let class = rate.map_or(0, |g| g.class());
@@ -155,12 +173,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                             )
                             .is_ok()
                         {
-                            return (Placed::Stored(r), kw);
+                            return Some((Placed::Stored(r), kw));
                         }
                     } else if let Some(placed) =
                         self.claim(fp, &loc, t, rate, &mut key_word, &mut f)
                     {
-                        return (placed, key_word);
+                        return Some((placed, key_word));
                     }
                 }
             }

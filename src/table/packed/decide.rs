@@ -11,9 +11,16 @@ use crate::table::generation;
 impl<A: PackedAlgorithm> PackedTable<A> {
     /// One decision for the key hashed to `h` under `params` (one tier's, read once by
     /// the caller), at `now()` (re-read when the request has to start over), for
-    /// `cost <= capacity`.
+    /// `cost <= capacity`. `None` as [`run_from`](Self::run_from) (a table of several
+    /// rates whose class `params` carries is being retired).
     #[inline]
-    pub(crate) fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, params: A) -> Decision {
+    pub(crate) fn decide(
+        &self,
+        h: u64,
+        now: impl Fn() -> u64,
+        cost: u32,
+        params: A,
+    ) -> Option<Decision> {
         // The fast path: the key is present and its slot keeps it. The loop computes
         // only the next state; the decision is computed once, from the state the
         // winning compare-and-swap replaced (the step is pure). Carrying the 40-byte
@@ -26,7 +33,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             None => self.decide_found(h, &now, cost, params),
         };
         match hit {
-            Ok(d) => d,
+            Ok(d) => Some(d),
             Err(missed) => self.decide_slow(h, now, cost, params, Scan::resume(missed)),
         }
     }
@@ -53,9 +60,11 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         let t = now();
         let (i, mut word) = match self.scan(fp, &loc) {
             Scan::Found(i, word) => (i, word),
+            // (Not in a table of several rates, where a class written into a slot must
+            // be registered: `run_from`.)
             Scan::Absent {
                 first_empty: Some(e),
-            } if cost > 0 => {
+            } if cost > 0 && step.classed().is_none() => {
                 // A new key and an empty slot (a table filling up): `run_from`'s claim of
                 // an empty slot, here without its generic machinery. The reading (a
                 // fresh one: reusing `t` here made the hit path's code slower by a
@@ -67,10 +76,9 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 let Some(next) = step.next_state(0, t, cost) else {
                     return Err(e);
                 };
-                let class = step.class().unwrap_or(0);
                 return match self.slot(e).compare_exchange(
                     0,
-                    pack(generation::word(fp, shard.epoch(), class), next),
+                    pack(generation::word(fp, shard.epoch(), 0), next),
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
@@ -86,10 +94,14 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         };
         let slot = self.slot(i);
         // A state another rate class wrote is converted on the slow path (checked
-        // again when a compare-and-swap fails).
+        // again when a compare-and-swap fails), and so is every state once the class
+        // these parameters carry stands for another rate (retired and given out again
+        // since they were read: the slow path then starts over with fresh ones).
         let foreign = |word: u128| {
-            step.class()
-                .is_some_and(|class| generation::class_of(fp_of(word)) != class)
+            step.classed().is_some_and(|g| {
+                generation::class_of(fp_of(word)) != g.class()
+                    || self.rates.interval(g.class()) != g.interval()
+            })
         };
         if foreign(word) {
             return Err(MOVED);
@@ -139,14 +151,14 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         cost: u32,
         params: A,
         absent: Option<Scan>,
-    ) -> Decision {
+    ) -> Option<Decision> {
         let rate = params.gcra();
         let (placed, _) = self.run_from(absent, h, now, cost > 0, rate, |state, t| {
             (params.next_state(state, t, cost), (state, t))
-        });
+        })?;
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
-            Placed::Absent((state, t)) => return params.decision(state, t, cost),
+            Placed::Absent((state, t)) => return Some(params.decision(state, t, cost)),
             Placed::Stored((state, t)) | Placed::Untracked((state, t)) => {
                 params.decision(state, t, cost)
             }
@@ -154,6 +166,6 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             Placed::Refused(d) => d.with_policy(params.limit(), params.burst()),
         };
         self.counts.count(cost, &d);
-        d
+        Some(d)
     }
 }

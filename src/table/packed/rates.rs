@@ -14,12 +14,24 @@
 //!
 //! Classes are given out by build and `set_quota` (under the limiter's setting lock):
 //! an interval already registered keeps its class; a new one takes a class never used.
-//! When all sixteen are taken, `set_quota` first converts every entry of a class no
-//! tier uses any more into tier 0's class (one pass over the table, deciders never
-//! blocked), then reuses those classes. A request that read a quota before the
-//! `set_quota` that retired its class and is still in flight when the class is reused
-//! by a later one could write a state the table misreads: two quota changes within
-//! one decision's time.
+//! When all sixteen are taken, `set_quota` retires the classes no tier uses any more
+//! and reuses them: it marks them retiring, waits until no write that may put a class
+//! into a slot is in flight, converts every entry of the retiring classes into tier 0's
+//! class (one pass over the table), then frees them.
+//!
+//! The retirement protocol. A write that may put its parameters' class into a slot (a
+//! new key, a state converted from another class: every such write of a table of
+//! several rates goes through `PackedTable::run_from`) is registered first
+//! ([`Rates::enter`]: a count of writers, then the retiring mask, both sequentially
+//! consistent). Retiring sets the mask, then waits for the count to reach zero. In the
+//! single order of those four operations either the writer sees its class retiring
+//! (and starts over with its tier's current parameters, whose class is not retiring)
+//! or the retirement sees the writer and waits for it, so the conversion pass that
+//! follows finds its write. Any other write keeps the class its slot already holds, and
+//! its compare-and-swap fails if the pass converted that slot. So no state of a retired
+//! class survives the pass, and a class is reused only once it holds nothing: a
+//! request that read an old quota can never write a state the table would misread
+//! under a later rate that took over its class.
 
 use super::{fp_of, pack, PackedTable};
 use crate::algorithm::gcra::Gcra;
@@ -34,6 +46,20 @@ pub(crate) const CLASSES: usize = 16;
 /// The interval (ns) of each rate class; 0 for a class never given out.
 pub(crate) struct Rates {
     intervals: [AtomicU64; CLASSES],
+    /// Bit `c`: class `c` is being retired (see the module docs).
+    retiring: AtomicU64,
+    /// Writes in flight that may put a class into a slot ([`Rates::enter`]).
+    writers: AtomicU64,
+}
+
+/// A registered write of a rate class into a slot ([`Rates::enter`]); unregistered
+/// when dropped.
+pub(crate) struct Writing<'a>(&'a Rates);
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        self.0.writers.fetch_sub(1, Ordering::Release);
+    }
 }
 
 impl Rates {
@@ -43,6 +69,8 @@ impl Rates {
     pub(crate) fn new<A: PackedAlgorithm>(tiers: &mut [A]) -> Result<Self, ConfigError> {
         let rates = Rates {
             intervals: std::array::from_fn(|_| AtomicU64::new(0)),
+            retiring: AtomicU64::new(0),
+            writers: AtomicU64::new(0),
         };
         for tier in tiers.iter_mut() {
             if let Some(g) = tier.gcra_mut() {
@@ -98,13 +126,37 @@ impl Rates {
         self.intervals[usize::from(class)].store(interval, Ordering::Release);
     }
 
-    /// Frees class `class` (after a sweep converted every state of it).
-    pub(crate) fn retire(&self, class: u8) {
-        self.intervals[usize::from(class)].store(0, Ordering::Release);
+    /// Registers a write that may put class `class` into a slot, for as long as the
+    /// result lives; `None` when the class is being retired: the parameters that
+    /// carry it are stale, and the request starts over with its tier's current ones.
+    pub(crate) fn enter(&self, class: u8) -> Option<Writing<'_>> {
+        self.writers.fetch_add(1, Ordering::SeqCst);
+        let writing = Writing(self);
+        (self.retiring.load(Ordering::SeqCst) & (1 << class) == 0).then_some(writing)
+    }
+
+    /// Retires the classes `retire` accepts: marks them, waits until no registered
+    /// write is in flight, runs `sweep` (which converts every state of them), then
+    /// frees them (see the module docs).
+    pub(crate) fn retire(&self, retire: impl Fn(u8) -> bool, sweep: impl FnOnce()) {
+        let mask = (0..CLASSES as u8)
+            .filter(|&c| retire(c))
+            .fold(0u64, |m, c| m | 1 << c);
+        self.retiring.fetch_or(mask, Ordering::SeqCst);
+        while self.writers.load(Ordering::SeqCst) != 0 {
+            crate::sync::spin_loop();
+        }
+        sweep();
+        for c in 0..CLASSES {
+            if mask & 1 << c != 0 {
+                self.intervals[c].store(0, Ordering::Release);
+            }
+        }
+        self.retiring.fetch_and(!mask, Ordering::Release);
     }
 
     /// The bytes of the registry.
-    pub(crate) const BYTES: usize = CLASSES * std::mem::size_of::<AtomicU64>();
+    pub(crate) const BYTES: usize = (CLASSES + 2) * std::mem::size_of::<AtomicU64>();
 }
 
 /// The table's side of rate classes: giving `set_quota`'s parameters a class, and
@@ -160,26 +212,29 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         if tiers.is_empty() {
             return Ok(p);
         }
+        // Every tier's class is kept, the replaced tier's too while another class
+        // can be freed: its parameters stay installed until this change publishes
+        // the new ones, and a request under them that meets a retiring class starts
+        // over, so retiring it now would make its requests wait for the pass.
         let mut keep = [false; CLASSES];
-        for (i, t) in tiers.iter().enumerate() {
-            // The tier being replaced keeps its class only if another tier shares it.
-            if i != tier
-                || tiers
-                    .iter()
-                    .enumerate()
-                    .any(|(j, o)| j != tier && o.class() == t.class())
-            {
-                keep[usize::from(t.class())] = true;
-            }
+        for t in &tiers {
+            keep[usize::from(t.class())] = true;
+        }
+        if keep.iter().all(|&k| k) {
+            // Sixteen tiers' rates: the replaced tier's class goes, unless shared.
+            let own = tiers[tier].class();
+            keep[usize::from(own)] = tiers
+                .iter()
+                .enumerate()
+                .any(|(j, o)| j != tier && o.class() == own);
         }
         // Tier 0's current parameters (still installed) receive the retired states.
         let into = tiers[0];
         keep[usize::from(into.class())] = true;
-        self.sweep(|c| !keep[usize::from(c)], into, now);
-        for c in 0..CLASSES as u8 {
-            if !keep[usize::from(c)] {
-                self.rates().retire(c);
-            }
+        let retired = |c: u8| !keep[usize::from(c)];
+        if (0..CLASSES as u8).any(retired) {
+            self.rates()
+                .retire(retired, || self.sweep(retired, into, now));
         }
         let c = self
             .rates()
