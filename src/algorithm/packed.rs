@@ -47,6 +47,12 @@ pub(crate) trait Step: Copy {
     fn classed(&self) -> Option<Gcra> {
         None
     }
+    /// A bucket in a table of one rate (class 0; see [`classed`](Self::classed) for
+    /// one of several).
+    #[inline(always)]
+    fn single(&self) -> bool {
+        false
+    }
 }
 
 /// What the eviction ranking of one scan reads once, at the scan's reading: the
@@ -126,6 +132,13 @@ impl Step for Gcra {
     #[inline(always)]
     fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         self.step(state, now, cost)
+    }
+    /// A bucket of one rate is of class 0, which is never retired: a request that
+    /// read it before the table's first rate change still prices a state of class 0
+    /// rightly, and leaves any other class's state to the slow path.
+    #[inline(always)]
+    fn single(&self) -> bool {
+        true
     }
 }
 

@@ -4,7 +4,7 @@ use crate::algorithm::booking::{Booked, Booking};
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::Params;
 use crate::decision::Decision;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, InsufficientCapacity};
 use crate::reservation::Origin;
 use crate::store::{Booked1, KeyedStore, Reserved1, Store};
 use crate::table::counters::Totals;
@@ -25,7 +25,14 @@ impl Store for LogTable {
     }
 
     #[inline(always)]
-    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: SlidingLog) -> Option<Decision> {
+    fn decide(
+        &self,
+        h: u64,
+        _tier: usize,
+        now: impl Fn() -> u64,
+        cost: u32,
+        p: SlidingLog,
+    ) -> Option<Decision> {
         // A log converts nothing at a quota change: never stale.
         Some(LogTable::decide(self, h, now(), cost, p))
     }
@@ -34,7 +41,14 @@ impl Store for LogTable {
         LogTable::peek(self, h, now, cost, p)
     }
 
-    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, params: SlidingLog) -> Option<Booked1> {
+    fn book(
+        &self,
+        h: u64,
+        _tier: usize,
+        now: impl Fn() -> u64,
+        n: u32,
+        params: SlidingLog,
+    ) -> Result<Booked1, InsufficientCapacity> {
         let (placed, origin) = self.run_booked(
             h,
             now(),
@@ -57,18 +71,19 @@ impl Store for LogTable {
             Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.limit())),
             other => other,
         };
-        Some((placed, origin))
+        Ok((placed, origin))
     }
 
     fn reserve(
         &self,
         h: u64,
+        _tier: usize,
         now: impl Fn() -> u64,
         n: u32,
         limit: u64,
         params: SlidingLog,
-    ) -> Option<Reserved1> {
-        Some(self.run_booked(
+    ) -> Result<Reserved1, InsufficientCapacity> {
+        Ok(self.run_booked(
             h,
             now(),
             true,

@@ -5,7 +5,7 @@ use crate::algorithm::booking::Booking;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::Params;
 use crate::decision::Decision;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, InsufficientCapacity};
 use crate::reservation::Origin;
 use crate::store::{Booked1, KeyedStore, Reserved1, Store};
 use crate::table::counters::Totals;
@@ -25,56 +25,46 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
     }
 
     #[inline(always)]
-    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: A) -> Option<Decision> {
-        PackedTable::decide(self, h, now, cost, p)
+    fn decide(
+        &self,
+        h: u64,
+        tier: usize,
+        now: impl Fn() -> u64,
+        cost: u32,
+        p: A,
+    ) -> Option<Decision> {
+        PackedTable::decide(self, h, tier, now, cost, p)
     }
 
     fn peek(&self, h: u64, now: u64, cost: u32, p: A) -> Decision {
         PackedTable::peek(self, h, now, cost, p)
     }
 
-    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, params: A) -> Option<Booked1> {
-        // As the table's `decide`: only the next state inside the compare-and-swap
-        // loop, the decision and booking once after. A zero-cost check inserts nothing
-        // (as `check_n(&key, 0)`). A denial in a window later than the reading's is
-        // decided once more at a fresh reading (see `Step::ahead`).
-        let mut again = true;
-        let (placed, origin) = loop {
-            let (placed, origin) = self.run_booked(h, &now, n > 0, params.gcra(), |state, t| {
-                (params.next_state(state, t, n), (state, t))
-            })?;
-            if let Placed::Stored((state, t)) = placed {
-                if again && params.ahead(state, t) && !params.decision(state, t, n).is_allowed() {
-                    again = false;
-                    continue;
-                }
-            }
-            break (placed, origin);
-        };
-        let outcome = |(state, t): (u64, u64)| {
-            let (next, d) = params.both(state, t, n);
-            (d, next.map_or(Booking::Nothing, |s| params.booking(s, n)))
-        };
-        let placed = match placed {
-            Placed::Stored(at) => Placed::Stored(outcome(at)),
-            Placed::Absent(at) => Placed::Absent(outcome(at)),
-            Placed::Untracked(at) => Placed::Untracked(outcome(at)),
-            Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.burst())),
-        };
-        Some((placed, origin))
+    fn book(
+        &self,
+        h: u64,
+        tier: usize,
+        now: impl Fn() -> u64,
+        n: u32,
+        params: A,
+    ) -> Result<Booked1, InsufficientCapacity> {
+        self.fresh(tier, n, params, |params| self.book_with(h, &now, n, params))
     }
 
     fn reserve(
         &self,
         h: u64,
+        tier: usize,
         now: impl Fn() -> u64,
         n: u32,
         limit: u64,
         params: A,
-    ) -> Option<Reserved1> {
-        self.run_booked(h, now, true, params.gcra(), |state, t| {
-            let (next, r) = params.reserve(state, t, n, limit);
-            (next, r.map(|b| (b, t)))
+    ) -> Result<Reserved1, InsufficientCapacity> {
+        self.fresh(tier, n, params, |params| {
+            self.run_booked(h, &now, true, params.gcra(), |state, t| {
+                let (next, r) = params.reserve(state, t, n, limit);
+                (next, r.map(|b| (b, t)))
+            })
         })
     }
 
@@ -118,6 +108,74 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
     #[inline(always)]
     fn count(&self, cost: u32, d: &Decision) {
         self.counts().count(cost, d);
+    }
+}
+
+impl<A: PackedAlgorithm> PackedTable<A> {
+    /// `f` with `params`; when they went stale under it (`None`, see `Store`), again
+    /// with tier `tier`'s current parameters, out of line: `Err` when `cost` exceeds
+    /// their burst.
+    #[inline(always)]
+    fn fresh<R>(
+        &self,
+        tier: usize,
+        cost: u32,
+        params: A,
+        mut f: impl FnMut(A) -> Option<R>,
+    ) -> Result<R, InsufficientCapacity> {
+        match f(params) {
+            Some(r) => Ok(r),
+            None => self.fresh_again(tier, cost, f),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fresh_again<R>(
+        &self,
+        tier: usize,
+        cost: u32,
+        mut f: impl FnMut(A) -> Option<R>,
+    ) -> Result<R, InsufficientCapacity> {
+        loop {
+            let params = self.tiers().get(tier);
+            InsufficientCapacity::check(cost, params.burst())?;
+            if let Some(r) = f(params) {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// `Store::book` with `params` (`None` when they went stale: see `run_from`).
+    fn book_with(&self, h: u64, now: &impl Fn() -> u64, n: u32, params: A) -> Option<Booked1> {
+        // As the table's `decide`: only the next state inside the compare-and-swap
+        // loop, the decision and booking once after. A zero-cost check inserts nothing
+        // (as `check_n(&key, 0)`). A denial in a window later than the reading's is
+        // decided once more at a fresh reading (see `Step::ahead`).
+        let mut again = true;
+        let (placed, origin) = loop {
+            let (placed, origin) = self.run_booked(h, now, n > 0, params.gcra(), |state, t| {
+                (params.next_state(state, t, n), (state, t))
+            })?;
+            if let Placed::Stored((state, t)) = placed {
+                if again && params.ahead(state, t) && !params.decision(state, t, n).is_allowed() {
+                    again = false;
+                    continue;
+                }
+            }
+            break (placed, origin);
+        };
+        let outcome = |(state, t): (u64, u64)| {
+            let (next, d) = params.both(state, t, n);
+            (d, next.map_or(Booking::Nothing, |s| params.booking(s, n)))
+        };
+        let placed = match placed {
+            Placed::Stored(at) => Placed::Stored(outcome(at)),
+            Placed::Absent(at) => Placed::Absent(outcome(at)),
+            Placed::Untracked(at) => Placed::Untracked(outcome(at)),
+            Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.burst())),
+        };
+        Some((placed, origin))
     }
 }
 

@@ -13,7 +13,7 @@ use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::Params;
 use crate::cell::{LogCell, PackedCell, Stale};
 use crate::decision::Decision;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, InsufficientCapacity};
 use crate::reservation::Origin;
 use crate::sync::Swap;
 use crate::table::packed::Placed;
@@ -50,6 +50,34 @@ impl<A: PackedAlgorithm> WordStore<A> {
         WordStore {
             params: Swap::new(params),
             cell: PackedCell::new(),
+        }
+    }
+
+    /// [`Store::decide`] with the current parameters, after they went stale.
+    #[cold]
+    #[inline(never)]
+    fn decide_again(&self, cost: u32, now: &impl Fn() -> u64) -> Option<Decision> {
+        self.again(cost, |p| {
+            self.cell.decide(p.params, now(), cost, now, self.since(&p))
+        })
+        .ok()
+    }
+
+    /// `f` with the current parameters, again for as long as they go stale under it
+    /// (see `Store`); `Err` when `cost` exceeds their burst. Off the hot path.
+    #[cold]
+    #[inline(never)]
+    fn again<R>(
+        &self,
+        cost: u32,
+        mut f: impl FnMut(Stamped<A>) -> Option<R>,
+    ) -> Result<R, InsufficientCapacity> {
+        loop {
+            let p = self.params(0);
+            InsufficientCapacity::check(cost, p.params.burst())?;
+            if let Some(r) = f(p) {
+                return Ok(r);
+            }
         }
     }
 
@@ -110,32 +138,65 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
     }
 
     #[inline(always)]
-    fn decide(&self, _h: u64, now: impl Fn() -> u64, cost: u32, p: Stamped<A>) -> Option<Decision> {
-        self.cell.decide(p.params, now(), cost, now, self.since(&p))
+    fn decide(
+        &self,
+        _h: u64,
+        _tier: usize,
+        now: impl Fn() -> u64,
+        cost: u32,
+        p: Stamped<A>,
+    ) -> Option<Decision> {
+        match self
+            .cell
+            .decide(p.params, now(), cost, &now, self.since(&p))
+        {
+            Some(d) => Some(d),
+            None => self.decide_again(cost, &now),
+        }
     }
 
     fn peek(&self, _h: u64, now: u64, cost: u32, p: Stamped<A>) -> Decision {
         self.cell.peek(&p.params, now, cost)
     }
 
-    fn book(&self, _h: u64, now: impl Fn() -> u64, n: u32, p: Stamped<A>) -> Option<Booked1> {
-        let booked = self
-            .cell
-            .decide_booked(&p.params, now(), n, now, self.since(&p))?;
-        Some((Placed::Stored(booked), origin(&p.params)))
+    fn book(
+        &self,
+        _h: u64,
+        _tier: usize,
+        now: impl Fn() -> u64,
+        n: u32,
+        p: Stamped<A>,
+    ) -> Result<Booked1, InsufficientCapacity> {
+        let book = |p: Stamped<A>| {
+            let booked = self
+                .cell
+                .decide_booked(&p.params, now(), n, &now, self.since(&p))?;
+            Some((Placed::Stored(booked), origin(&p.params)))
+        };
+        match book(p) {
+            Some(b) => Ok(b),
+            None => self.again(n, book),
+        }
     }
 
     fn reserve(
         &self,
         _h: u64,
+        _tier: usize,
         now: impl Fn() -> u64,
         n: u32,
         limit: u64,
         p: Stamped<A>,
-    ) -> Option<Reserved1> {
-        let t = now();
-        let reserved = self.cell.reserve(&p.params, t, n, limit, self.since(&p))?;
-        Some((Placed::Stored(reserved.map(|b| (b, t))), origin(&p.params)))
+    ) -> Result<Reserved1, InsufficientCapacity> {
+        let reserve = |p: Stamped<A>| {
+            let t = now();
+            let reserved = self.cell.reserve(&p.params, t, n, limit, self.since(&p))?;
+            Some((Placed::Stored(reserved.map(|b| (b, t))), origin(&p.params)))
+        };
+        match reserve(p) {
+            Some(r) => Ok(r),
+            None => self.again(n, reserve),
+        }
     }
 
     fn refund(&self, _h: u64, booking: &Booking, origin: Origin, now: u64, always: bool) {
@@ -225,7 +286,14 @@ impl Store for RingStore {
     }
 
     #[inline(always)]
-    fn decide(&self, _h: u64, now: impl Fn() -> u64, cost: u32, p: SlidingLog) -> Option<Decision> {
+    fn decide(
+        &self,
+        _h: u64,
+        _tier: usize,
+        now: impl Fn() -> u64,
+        cost: u32,
+        p: SlidingLog,
+    ) -> Option<Decision> {
         // A log converts nothing at a quota change: never stale.
         Some(self.cell.decide(&p, now(), cost))
     }
@@ -234,22 +302,30 @@ impl Store for RingStore {
         self.cell.peek(&p, now, cost)
     }
 
-    fn book(&self, _h: u64, now: impl Fn() -> u64, n: u32, p: SlidingLog) -> Option<Booked1> {
+    fn book(
+        &self,
+        _h: u64,
+        _tier: usize,
+        now: impl Fn() -> u64,
+        n: u32,
+        p: SlidingLog,
+    ) -> Result<Booked1, InsufficientCapacity> {
         let booked = self.cell.decide_booked(&p, now(), n);
-        Some((Placed::Stored(booked), Origin::Cell { interval: 0 }))
+        Ok((Placed::Stored(booked), Origin::Cell { interval: 0 }))
     }
 
     fn reserve(
         &self,
         _h: u64,
+        _tier: usize,
         now: impl Fn() -> u64,
         n: u32,
         limit: u64,
         p: SlidingLog,
-    ) -> Option<Reserved1> {
+    ) -> Result<Reserved1, InsufficientCapacity> {
         let t = now();
         let booked = self.cell.reserve(&p, t, n, limit).map(|b| (b, t));
-        Some((Placed::Stored(booked), Origin::Cell { interval: 0 }))
+        Ok((Placed::Stored(booked), Origin::Cell { interval: 0 }))
     }
 
     fn refund(&self, _h: u64, booking: &Booking, _origin: Origin, now: u64, _always: bool) {

@@ -18,7 +18,7 @@ use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::Params;
 use crate::decision::Decision;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, InsufficientCapacity};
 use crate::reservation::Origin;
 use crate::table::counters::Totals;
 use crate::table::log::LogTable;
@@ -67,6 +67,13 @@ pub(crate) type Reserved1 = (Placed<Result<(Booked, u64), u64>>, Origin);
 /// it when a request starts over, or decides a stale window denial again); `params`
 /// are one tier's, read once by the caller ([`params`](Self::params)) so that the cost
 /// checked is the one decided with.
+///
+/// Parameters can go stale under a request: a single cell's bucket racing `set_quota`
+/// (see `cell::Stale`), a keyed table whose rate class they carry was retired and
+/// given out again (see `table::packed::rates`). The store then writes nothing with
+/// them, reads tier `tier`'s parameters again, checks the cost against their burst
+/// (the `Err` of `decide`, `book` and `reserve`: the request no longer fits the quota
+/// now in force) and starts over, all out of the hot path.
 pub(crate) trait Store {
     /// One tier's parameters.
     type Params: Copy;
@@ -77,32 +84,45 @@ pub(crate) trait Store {
     /// The largest cost `p` ever admits at once (the burst, or the limit).
     fn burst(&self, p: &Self::Params) -> u32;
 
-    /// One decision of `cost` (at most the burst) for the key hashed to `h`, counted
-    /// (see [`count`](Self::count)); `None` when `p` went stale meanwhile (a single
-    /// cell's bucket racing `set_quota`, see `cell::Stale`; a keyed table whose rate
-    /// class `p` carries is being retired, see `table::packed::rates`), with nothing
-    /// written or counted: the caller reads the parameters again and starts over.
-    fn decide(&self, h: u64, now: impl Fn() -> u64, cost: u32, p: Self::Params)
-        -> Option<Decision>;
+    /// One decision of `cost` (at most `p`'s burst) for the key hashed to `h`, counted
+    /// (see [`count`](Self::count)); `None` when `cost` no longer fits the parameters
+    /// read again (the `Err` above: an `Option`, not a `Result`, so that the decision
+    /// is returned in place on the hot path).
+    fn decide(
+        &self,
+        h: u64,
+        tier: usize,
+        now: impl Fn() -> u64,
+        cost: u32,
+        p: Self::Params,
+    ) -> Option<Decision>;
 
     /// The decision of `cost` for the key hashed to `h` at `now`, writing nothing.
     fn peek(&self, h: u64, now: u64, cost: u32, p: Self::Params) -> Decision;
 
     /// Admits `n` now or not (all or nothing), booking what it took so that it can be
     /// rolled back exactly; inserts a missing key only when `n > 0`. Not counted.
-    /// `None` as [`decide`](Self::decide).
-    fn book(&self, h: u64, now: impl Fn() -> u64, n: u32, p: Self::Params) -> Option<Booked1>;
+    fn book(
+        &self,
+        h: u64,
+        tier: usize,
+        now: impl Fn() -> u64,
+        n: u32,
+        p: Self::Params,
+    ) -> Result<Booked1, InsufficientCapacity>;
 
     /// Books `n` at the earliest time it may proceed, if that is at most `limit` ns
-    /// after the reading. `None` as [`decide`](Self::decide).
+    /// after the reading.
+    #[allow(clippy::too_many_arguments)]
     fn reserve(
         &self,
         h: u64,
+        tier: usize,
         now: impl Fn() -> u64,
         n: u32,
         limit: u64,
         p: Self::Params,
-    ) -> Option<Reserved1>;
+    ) -> Result<Reserved1, InsufficientCapacity>;
 
     /// Gives `booking` back at `now` (a cancel, or a roll-back when `always`), only to
     /// the state `origin` identifies.

@@ -1,11 +1,10 @@
 //! The verbs, written once over [`Store`]: what `RateLimiter`, `KeyedRateLimiter`,
 //! its tiers and its keys' [`Limit`](crate::Limit)s do, each a thin call into these.
 //!
-//! Each reads one tier's parameters, checks the cost against them and decides with
-//! them, so that the cost checked against the burst is the cost decided with,
-//! whatever a concurrent `set_quota` does; a store that finds them stale before it
-//! writes anything (a single cell's bucket, whose state `set_quota` converts) makes
-//! the verb start over with the new ones.
+//! Each reads one tier's parameters once, so that the cost checked against the burst
+//! is the cost decided with, whatever a concurrent `set_quota` does (a store that
+//! finds them stale under the request reads them again and checks the cost against
+//! the new ones itself: see [`Store`]).
 
 use super::Store;
 use crate::algorithm::booking::Booked;
@@ -30,22 +29,25 @@ pub(crate) fn check_n<S: Store>(
     tier: usize,
     now: impl Fn() -> u64,
 ) -> Result<Decision, InsufficientCapacity> {
-    loop {
-        let p = s.params(tier);
-        InsufficientCapacity::check(n, s.burst(&p))?;
-        if let Some(d) = s.decide(h, &now, n, p) {
-            return Ok(d);
-        }
+    let p = s.params(tier);
+    InsufficientCapacity::check(n, s.burst(&p))?;
+    match s.decide(h, tier, now, n, p) {
+        Some(d) => Ok(d),
+        // The parameters went stale under the request, and the new burst is smaller.
+        None => Err(InsufficientCapacity {
+            requested: n,
+            capacity: s.burst(&s.params(tier)),
+        }),
     }
 }
 
-/// One request of cost 1, which every quota's burst admits (no check needed).
+/// One request of cost 1, which every quota's burst admits (no check needed, and no
+/// error possible).
 #[inline(always)]
 pub(crate) fn check_one<S: Store>(s: &S, h: u64, tier: usize, now: impl Fn() -> u64) -> Decision {
-    loop {
-        if let Some(d) = s.decide(h, &now, 1, s.params(tier)) {
-            return d;
-        }
+    match s.decide(h, tier, now, 1, s.params(tier)) {
+        Some(d) => d,
+        None => unreachable!("every burst is at least 1"),
     }
 }
 
@@ -84,13 +86,9 @@ pub(crate) fn reserve<'a, S: Store>(
     now: impl Fn() -> u64,
 ) -> Result<Reservation<'a>, ReserveError> {
     let limit = max_wait_ns(max_wait);
-    let (placed, origin) = loop {
-        let p = s.params(tier);
-        reservable(n, s.burst(&p))?;
-        if let Some(r) = s.reserve(h, &now, n, limit, p) {
-            break r;
-        }
-    };
+    let p = s.params(tier);
+    reservable(n, s.burst(&p))?;
+    let (placed, origin) = s.reserve(h, tier, now, n, limit, p)?;
     match placed {
         Placed::Stored(Ok((b, now))) => Ok(Reservation::new(b, now, ledger, h, origin)),
         // An untracked admission books nothing (and a booking always writes, so a key
@@ -122,13 +120,9 @@ pub(crate) fn book<'a, S: Store>(
     tier: usize,
     now: impl Fn() -> u64,
 ) -> Result<(Decision, Option<Reservation<'a>>), InsufficientCapacity> {
-    let (placed, origin) = loop {
-        let p = s.params(tier);
-        InsufficientCapacity::check(n, s.burst(&p))?;
-        if let Some(b) = s.book(h, &now, n, p) {
-            break b;
-        }
-    };
+    let p = s.params(tier);
+    InsufficientCapacity::check(n, s.burst(&p))?;
+    let (placed, origin) = s.book(h, tier, now, n, p)?;
     let (decision, booking) = match placed {
         Placed::Stored(r) => r,
         Placed::Absent((d, _)) | Placed::Untracked((d, _)) => {

@@ -5,18 +5,21 @@ use super::{fp_of, pack, state_of, PackedTable, Placed, Scan, FULL, MOVED};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::{Classed, PackedAlgorithm, Step};
 use crate::decision::Decision;
+use crate::error::InsufficientCapacity;
 use crate::sync::Ordering;
 use crate::table::generation;
 
 impl<A: PackedAlgorithm> PackedTable<A> {
     /// One decision for the key hashed to `h` under `params` (one tier's, read once by
     /// the caller), at `now()` (re-read when the request has to start over), for
-    /// `cost <= capacity`. `None` as [`run_from`](Self::run_from) (a table of several
-    /// rates whose class `params` carries is being retired).
+    /// `cost <= capacity`. When `params` go stale under it (their rate class retired:
+    /// see [`run_from`](Self::run_from)), the slow path decides again with tier
+    /// `tier`'s current parameters: `None` when `cost` exceeds their burst.
     #[inline]
     pub(crate) fn decide(
         &self,
         h: u64,
+        tier: usize,
         now: impl Fn() -> u64,
         cost: u32,
         params: A,
@@ -34,7 +37,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         };
         match hit {
             Ok(d) => Some(d),
-            Err(missed) => self.decide_slow(h, now, cost, params, Scan::resume(missed)),
+            Err(missed) => self.decide_slow(h, tier, now, cost, params, Scan::resume(missed)),
         }
     }
 
@@ -97,11 +100,14 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // again when a compare-and-swap fails), and so is every state once the class
         // these parameters carry stands for another rate (retired and given out again
         // since they were read: the slow path then starts over with fresh ones).
-        let foreign = |word: u128| {
-            step.classed().is_some_and(|g| {
+        // A bucket of one rate meets another class only after the table's first rate
+        // change, when its parameters are those of before it (class 0, kept).
+        let foreign = |word: u128| match step.classed() {
+            Some(g) => {
                 generation::class_of(fp_of(word)) != g.class()
                     || self.rates.interval(g.class()) != g.interval()
-            })
+            }
+            None => step.single() && generation::class_of(fp_of(word)) != 0,
         };
         if foreign(word) {
             return Err(MOVED);
@@ -141,10 +147,34 @@ impl<A: PackedAlgorithm> PackedTable<A> {
 
     /// The rest of [`decide`](Self::decide), out of line so that the fast path keeps
     /// its few values in registers: a key absent or moved goes through the whole
-    /// protocol (insert, reclaim, the reading floor).
+    /// protocol (insert, reclaim, the reading floor), again with the tier's current
+    /// parameters while the ones it has go stale.
     #[inline(never)]
     #[cold]
     fn decide_slow(
+        &self,
+        h: u64,
+        tier: usize,
+        now: impl Fn() -> u64,
+        cost: u32,
+        params: A,
+        absent: Option<Scan>,
+    ) -> Option<Decision> {
+        let mut params = params;
+        let mut absent = absent;
+        loop {
+            if let Some(d) = self.decide_run(h, &now, cost, params, absent.take()) {
+                return Some(d);
+            }
+            params = self.tiers().get(tier);
+            InsufficientCapacity::check(cost, params.burst()).ok()?;
+        }
+    }
+
+    /// One run of [`decide_slow`](Self::decide_slow) with `params`; `None` when they
+    /// went stale (see [`run_from`](Self::run_from)).
+    #[inline(always)]
+    fn decide_run(
         &self,
         h: u64,
         now: impl Fn() -> u64,

@@ -19,6 +19,13 @@
 //! into a slot is in flight, converts every entry of the retiring classes into tier 0's
 //! class (one pass over the table), then frees them.
 //!
+//! Class 0 is never retired. It is the class of a table built with one rate, whose
+//! parameters are not "mixed" and skip the registry on a hit (they compare the slot's
+//! class with 0 only): a request that read them before the table's first rate change
+//! may still be deciding long after, and class 0 standing for that rate forever makes
+//! what it writes right (it converts any other class's state into class 0 on the slow
+//! path, as a request of that quota).
+//!
 //! The retirement protocol. A write that may put its parameters' class into a slot (a
 //! new key, a state converted from another class: every such write of a table of
 //! several rates goes through `PackedTable::run_from`) is registered first
@@ -231,6 +238,9 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // Tier 0's current parameters (still installed) receive the retired states.
         let into = tiers[0];
         keep[usize::from(into.class())] = true;
+        // Class 0 is never retired: the buckets of one rate (from before the table's
+        // first rate change) are of class 0 and do not check the registry.
+        keep[0] = true;
         let retired = |c: u8| !keep[usize::from(c)];
         if (0..CLASSES as u8).any(retired) {
             self.rates()

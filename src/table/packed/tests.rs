@@ -45,7 +45,7 @@ fn an_insert_into_an_empty_slot_never_decides_before_a_reclaim() {
     let c = hash_for(&geo, [0, 12], &mut seed);
     let decide = |h: u64, t: u64, cost: u32| {
         table
-            .decide(h, || t, cost, p)
+            .decide(h, 0, || t, cost, p)
             .is_some_and(|d| d.is_allowed())
     };
     let mut admitted = 0;
@@ -91,7 +91,7 @@ fn a_paired_table_finds_every_key_it_installed_once() {
         .collect();
     let decide = |h: u64| {
         table
-            .decide(h, || SECOND, 1, p)
+            .decide(h, 0, || SECOND, 1, p)
             .is_some_and(|d| d.is_allowed())
     };
     let refused = keys.iter().filter(|&&h| !decide(h)).count();
