@@ -273,8 +273,9 @@ impl<C: Clock> RateLimiter<C> {
     /// Replaces the quota at run time, keeping the state: each decision is made with
     /// one quota, old or new, never a mix. Deciders wait only while a bucket's state is
     /// converted to a new rate (one compare-and-swap); a decision that read the old
-    /// quota and then finds the state converted starts over with the new one, so no
-    /// request is ever priced in one rate on a state counted in the other.
+    /// quota and then finds the state converted starts over with the new one (a cost
+    /// past the new burst is then [`InsufficientCapacity`]), so no request is ever
+    /// priced in one rate on a state counted in the other.
     ///
     /// What carries over, and the bound across the change at time `c`:
     ///
