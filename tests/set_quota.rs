@@ -271,37 +271,49 @@ fn admitted_while_flipping(a: Algorithm) -> u64 {
         .clock(ManualClock::new())
         .build()
         .unwrap();
+    let change = |i: usize| l.set_quota(if i % 2 == 1 { q1 } else { q2 }).unwrap();
+    admitted_racing(change, |i| {
+        let (cost, d) = match i % 4 {
+            0 => (1, l.check()),
+            1 => (2, l.check_n(2).unwrap()),
+            // Dropped, a reservation keeps its booking.
+            2 => (1, l.reserve(1, Duration::ZERO).ok()?.decision()),
+            _ => {
+                let m = tollgate::check_all(&[&l as &dyn tollgate::Limit], 1).unwrap();
+                (1, *m.decisions().first().unwrap())
+            }
+        };
+        assert!(d.limit() == 40 || d.limit() == 60, "{a:?}: {d:?}");
+        Some((cost, d))
+    })
+}
+
+/// The costs admitted by two deciders, each calling `decide(i)` for `i` in 0..5,000
+/// (`None`: nothing was asked), while a third thread calls `change(0)`, `change(1)`,
+/// ... until both are done.
+fn admitted_racing(
+    change: impl Fn(usize) + Sync,
+    decide: impl Fn(u32) -> Option<(u64, tollgate::Decision)> + Sync,
+) -> u64 {
     let done = AtomicBool::new(false);
     let admitted = AtomicU64::new(0);
     std::thread::scope(|s| {
         s.spawn(|| {
-            let mut flip = false;
-            while !done.load(Ordering::Relaxed) {
-                l.set_quota(if flip { q1 } else { q2 }).unwrap();
-                flip = !flip;
+            for i in 0.. {
+                if done.load(Ordering::Relaxed) {
+                    break;
+                }
+                change(i);
             }
         });
         let deciders: Vec<_> = (0..2)
             .map(|_| {
                 s.spawn(|| {
                     for i in 0..5_000u32 {
-                        let (cost, d) = match i % 4 {
-                            0 => (1, l.check()),
-                            1 => (2, l.check_n(2).unwrap()),
-                            2 => match l.reserve(1, Duration::ZERO) {
-                                // Dropped, a reservation keeps its booking.
-                                Ok(r) => (1, r.decision()),
-                                Err(_) => continue,
-                            },
-                            _ => {
-                                let m = tollgate::check_all(&[&l as &dyn tollgate::Limit], 1);
-                                let m = m.unwrap();
-                                (1, *m.decisions().first().unwrap())
+                        if let Some((cost, d)) = decide(i) {
+                            if d.is_allowed() {
+                                admitted.fetch_add(cost, Ordering::Relaxed);
                             }
-                        };
-                        assert!(d.limit() == 40 || d.limit() == 60, "{a:?}: {d:?}");
-                        if d.is_allowed() {
-                            admitted.fetch_add(cost, Ordering::Relaxed);
                         }
                     }
                 })
@@ -332,42 +344,14 @@ fn keyed_deciders_racing_more_rates_than_classes_never_exceed_the_largest() {
             .clock(ManualClock::new())
             .build()
             .unwrap();
-        let done = AtomicBool::new(false);
-        let admitted = AtomicU64::new(0);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                for i in (0..).step_by(7) {
-                    if done.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    l.set_quota(quotas[i % quotas.len()]).unwrap();
-                }
-            });
-            let deciders: Vec<_> = (0..2)
-                .map(|_| {
-                    s.spawn(|| {
-                        for i in 0..5_000u32 {
-                            let (cost, d) = match i % 3 {
-                                0 => (1, l.check(&7)),
-                                1 => (2, l.check_n(&7, 2).unwrap()),
-                                _ => match l.reserve(&7, 1, Duration::ZERO) {
-                                    Ok(r) => (1, r.decision()),
-                                    Err(_) => continue,
-                                },
-                            };
-                            if d.is_allowed() {
-                                admitted.fetch_add(cost, Ordering::Relaxed);
-                            }
-                        }
-                    })
-                })
-                .collect();
-            for d in deciders {
-                d.join().unwrap();
-            }
-            done.store(true, Ordering::Relaxed);
+        let change = |i: usize| l.set_quota(quotas[i * 7 % quotas.len()]).unwrap();
+        let n = admitted_racing(change, |i| {
+            Some(match i % 3 {
+                0 => (1, l.check(&7)),
+                1 => (2, l.check_n(&7, 2).unwrap()),
+                _ => (1, l.reserve(&7, 1, Duration::ZERO).ok()?.decision()),
+            })
         });
-        let n = admitted.load(Ordering::Relaxed);
         assert!(n <= 60, "round {round}: {n} admitted");
     }
 }

@@ -3,8 +3,9 @@
 //! eviction racing an update, and exact admission per key under a frozen clock for
 //! every algorithm, a request in flight across a reclaim of its own key, and inserts and
 //! reclaims in a table of full-size windows (two windows probed interleaved from
-//! per-key start offsets, scans stopping at the first empty slot), and a refusal made
-//! without the lock racing a reclaim of the same key.
+//! per-key start offsets, scans stopping at the first empty slot), a refusal made
+//! without the lock racing a reclaim of the same key, and a request holding the
+//! parameters from before the table's first rate change racing that change.
 //!
 //! Most tables are built tiny (`max_keys(1)`: one window of two slots) so that every key
 //! competes for the same slots, and with a fixed hash seed so that every execution of
@@ -400,5 +401,39 @@ fn full_size_windows_reclaim_each_key_once() {
         let s = l.stats();
         assert_eq!(s.refused, 0);
         assert!(s.idle_reclaims >= 1 && s.idle_reclaims <= 2, "{s:?}");
+    });
+}
+
+/// A request that read a table's parameters before its first rate change (class 0,
+/// not yet "mixed") racing that change and a request under the new rate, on a key
+/// that owes one request of 1 s: whatever the interleaving, the key ends up owing
+/// three requests, 6 s at the new 2 s interval. The old request meeting a state the
+/// new rate wrote must convert it (a slot of another class goes to the slow path),
+/// not add its own 1 s to a state counted in 2 s (5 s).
+#[test]
+fn a_request_from_before_the_first_rate_change_prices_its_own_class() {
+    let fast = Quota::new(4, Duration::from_secs(4)); // T = 1 s
+    let slow = Quota::new(4, Duration::from_secs(8)); // T = 2 s
+    loom::model(move || {
+        let clock = ManualClock::new();
+        clock.set(Duration::from_secs(100));
+        let l = Arc::new(
+            KeyedRateLimiter::builder(Algorithm::TokenBucket, fast)
+                .max_keys(1)
+                .hash_seed(1)
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+        );
+        assert!(l.check(&1).is_allowed());
+        let old = {
+            let l = l.clone();
+            thread::spawn(move || l.check(&1).is_allowed())
+        };
+        l.set_quota(slow).unwrap();
+        assert!(l.check(&1).is_allowed());
+        assert!(old.join().unwrap());
+        let owed = l.check_n(&1, 0).unwrap().reset_after();
+        assert_eq!(owed, Duration::from_secs(6));
     });
 }
