@@ -240,7 +240,10 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
         // either swaps the state before the conversion (and is converted with it) or
         // finds them stale and starts over (see `cell::Stale`). A state that owes
         // nothing is written as `now` (the same meaning at `now` and later), so that
-        // the conversion changes the word and such a decision's swap fails.
+        // the conversion changes the word and such a decision's swap fails. Left: a
+        // state already equal to `now` (a fresh limiter on a manual clock at zero) is
+        // the same word after; a decision of the old quota swapping it then counts one
+        // request at the old rate, under one request off, never an extra admission.
         let now = now();
         self.params.store_with(p, || {
             self.cell.update(|tat| {
