@@ -243,7 +243,9 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
         // the conversion changes the word and such a decision's swap fails. Left: a
         // state already equal to `now` (a fresh limiter on a manual clock at zero) is
         // the same word after; a decision of the old quota swapping it then counts one
-        // request at the old rate, under one request off, never an extra admission.
+        // request at the old rate: under one request off (on a frozen clock never an
+        // extra admission; on a running one, a later admission up to one old interval
+        // early), once per such change.
         let now = now();
         self.params.store_with(p, || {
             self.cell.update(|tat| {
