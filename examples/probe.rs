@@ -7,7 +7,10 @@
 //!
 //! - `LIMITER`: `tollgate` (keyed token bucket, `OnFull::Evict`), `tollgate-deny`,
 //!   `tollgate-allow`, `tollgate-nostats` (`stats(false)`), `tollgate-coarse` (on the
-//!   opt-in `CoarseClock`, refreshed every millisecond), `fixed-window`,
+//!   opt-in `CoarseClock`, refreshed every millisecond), `tollgate-changed` (the same
+//!   quota after `set_quota` went to another rate and back: a table of several rates,
+//!   whose hits check their rate class and whose inserts take the registered slow
+//!   path), `fixed-window`,
 //!   `sliding-window`, `sliding-log` (the shootout's quotas), `governor`, `dashmap`,
 //!   `floor16`.
 //! - `WORKLOAD`: `hot`, `1k`, `1M` (every key inserted first, then N decisions on a
@@ -64,6 +67,18 @@ fn build(name: &str, rate: Rate, keys: usize) -> Option<Box<dyn Limiter>> {
             .expect("probe quota is valid"),
             "coarse clock",
         )),
+        "tollgate-changed" => {
+            let q = tollgate_quota(Algorithm::TokenBucket, rate);
+            let l = KeyedRateLimiter::<u64>::builder(Algorithm::TokenBucket, q)
+                .max_keys(keys)
+                .hash_seed(42)
+                .build()
+                .expect("probe quota is valid");
+            let other = tollgate::Quota::new(q.limit(), 2 * q.period());
+            l.set_quota(other).expect("another rate");
+            l.set_quota(q).expect("the probe's rate again");
+            Box::new(TollgateKeyed(l, "token bucket, rate changed"))
+        }
         "fixed-window" => tollgate(Algorithm::FixedWindow, OnFull::Evict, true),
         "sliding-window" => tollgate(Algorithm::SlidingWindow, OnFull::Evict, true),
         "sliding-log" => tollgate(Algorithm::SlidingLog, OnFull::Evict, true),

@@ -63,17 +63,27 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         let t = now();
         let (i, mut word) = match self.scan(fp, &loc) {
             Scan::Found(i, word) => (i, word),
-            // (Not in a table of several rates, where a class written into a slot must
-            // be registered: `run_from`.)
             Scan::Absent {
                 first_empty: Some(e),
-            } if cost > 0 && step.classed().is_none() => {
+            } if cost > 0 => {
                 // A new key and an empty slot (a table filling up): `run_from`'s claim of
                 // an empty slot, here without its generic machinery. The reading (a
                 // fresh one: reusing `t` here made the hit path's code slower by a
                 // nanosecond) is never older than a reclaim in the shard (the floor of
                 // the protocol, read after the scan); a lost race goes the whole way
                 // round.
+                // In a table of several rates the class written is registered first, as
+                // in `run_from` (a class being retired, or given to another rate since
+                // these parameters were read: the slow path, which starts over).
+                let (class, _writing) = match step.classed() {
+                    Some(g) => match self.rates.enter(g.class()) {
+                        Some(w) if self.rates.interval(g.class()) == g.interval() => {
+                            (g.class(), Some(w))
+                        }
+                        _ => return Err(MOVED),
+                    },
+                    None => (0, None),
+                };
                 let shard = &self.shards[loc.shard];
                 let t = shard.floor(now());
                 let Some(next) = step.next_state(0, t, cost) else {
@@ -81,7 +91,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 };
                 return match self.slot(e).compare_exchange(
                     0,
-                    pack(generation::word(fp, shard.epoch(), 0), next),
+                    pack(generation::word(fp, shard.epoch(), class), next),
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
