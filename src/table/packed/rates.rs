@@ -27,8 +27,9 @@
 //! path, as a request of that quota).
 //!
 //! The retirement protocol. A write that may put its parameters' class into a slot (a
-//! new key, a state converted from another class: every such write of a table of
-//! several rates goes through `PackedTable::run_from`) is registered first
+//! new key, a state converted from another class: in a table of several rates,
+//! `PackedTable::run_from` and the fast path's insert into an empty slot) is
+//! registered first
 //! ([`Rates::enter`]: a count of writers, then the retiring mask, both sequentially
 //! consistent). Retiring sets the mask, then waits for the count to reach zero. In the
 //! single order of those four operations either the writer sees its class retiring
