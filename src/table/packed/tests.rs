@@ -101,3 +101,58 @@ fn a_paired_table_finds_every_key_it_installed_once() {
     assert_eq!(admitted_again, 0);
     assert_eq!(table.occupancy(SECOND).0, (KEYS - refused) as u64);
 }
+
+/// The rate registry's retirement protocol (`rates`): a class is not converted and
+/// freed while a write of it is registered, and a write of a class being retired is
+/// refused. The second thread's pass can only run after the first write is dropped,
+/// whatever the scheduling (the pause only gives a broken protocol the time to show).
+#[test]
+fn a_class_is_retired_only_once_no_write_of_it_is_in_flight() {
+    use std::sync::atomic::AtomicBool;
+    let mut tiers = [
+        token_bucket(Quota::per_second(10)),
+        token_bucket(Quota::per_second(20)),
+    ];
+    let rates = rates::Rates::new(&mut tiers).unwrap();
+    let class = tiers[1].class();
+    let swept = AtomicBool::new(false);
+    let writing = rates.enter(class).expect("not retiring");
+    std::thread::scope(|s| {
+        let retirer = s.spawn(|| {
+            rates.retire(|c| c == class, || swept.store(true, Ordering::SeqCst));
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !swept.load(Ordering::SeqCst),
+            "swept under a registered write"
+        );
+        drop(writing);
+        retirer.join().unwrap();
+    });
+    assert!(swept.load(Ordering::SeqCst));
+    assert_eq!(rates.interval(class), 0, "freed after the pass");
+    assert!(
+        rates.enter(class).is_some(),
+        "no longer retiring once freed"
+    );
+}
+
+/// A write that registers while its class is being retired is refused (`None`): its
+/// parameters are stale, and the request starts over with fresh ones.
+#[test]
+fn a_write_of_a_retiring_class_is_refused() {
+    let mut tiers = [
+        token_bucket(Quota::per_second(10)),
+        token_bucket(Quota::per_second(20)),
+    ];
+    let rates = rates::Rates::new(&mut tiers).unwrap();
+    let class = tiers[1].class();
+    let other = tiers[0].class();
+    rates.retire(
+        |c| c == class,
+        || {
+            assert!(rates.enter(class).is_none(), "a retiring class registered");
+            assert!(rates.enter(other).is_some(), "another class refused");
+        },
+    );
+}
