@@ -47,11 +47,11 @@ pub(crate) trait Step: Copy {
     fn classed(&self) -> Option<Gcra> {
         None
     }
-    /// A bucket in a table of one rate (class 0; see [`classed`](Self::classed) for
-    /// one of several).
+    /// The rate class a bucket's states must carry to be decided on the fast path
+    /// (its parameters' class; 0 in a table of one rate); `None` for the windows.
     #[inline(always)]
-    fn single(&self) -> bool {
-        false
+    fn class(&self) -> Option<u8> {
+        None
     }
 }
 
@@ -133,12 +133,14 @@ impl Step for Gcra {
     fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         self.step(state, now, cost)
     }
-    /// A bucket of one rate is of class 0, which is never retired: a request that
-    /// read it before the table's first rate change still prices a state of class 0
-    /// rightly, and leaves any other class's state to the slow path.
+    /// A bucket of one rate is of class 0 (the registry gives tier 0's rate class 0,
+    /// and a second rate makes every tier's parameters `Classed`), which is never
+    /// retired: a request that read it before the table's first rate change still
+    /// prices a state of class 0 rightly, and leaves any other class's state to the
+    /// slow path.
     #[inline(always)]
-    fn single(&self) -> bool {
-        true
+    fn class(&self) -> Option<u8> {
+        Some(0)
     }
 }
 
@@ -151,6 +153,10 @@ impl Step for Classed {
     #[inline(always)]
     fn both(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         self.0.step(state, now, cost)
+    }
+    #[inline(always)]
+    fn class(&self) -> Option<u8> {
+        Some(self.0.class())
     }
     #[inline(always)]
     fn classed(&self) -> Option<Gcra> {

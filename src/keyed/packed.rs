@@ -7,7 +7,7 @@ use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
 use crate::reservation::Origin;
-use crate::store::{Booked1, KeyedStore, Reserved1, Store};
+use crate::store::{self, Booked1, KeyedStore, Reserved1, Store};
 use crate::table::counters::Totals;
 use crate::table::packed::{PackedTable, Placed};
 
@@ -48,7 +48,10 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         n: u32,
         params: A,
     ) -> Result<Booked1, InsufficientCapacity> {
-        self.fresh(tier, n, params, |params| self.book_with(h, &now, n, params))
+        let reload = || self.tiers().get(tier);
+        store::fresh(params, n, reload, A::burst, |p| {
+            self.book_with(h, &now, n, p)
+        })
     }
 
     fn reserve(
@@ -60,7 +63,8 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         limit: u64,
         params: A,
     ) -> Result<Reserved1, InsufficientCapacity> {
-        self.fresh(tier, n, params, |params| {
+        let reload = || self.tiers().get(tier);
+        store::fresh(params, n, reload, A::burst, |params| {
             self.run_booked(h, &now, true, params.gcra(), |state, t| {
                 let (next, r) = params.reserve(state, t, n, limit);
                 (next, r.map(|b| (b, t)))
@@ -112,40 +116,6 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
 }
 
 impl<A: PackedAlgorithm> PackedTable<A> {
-    /// `f` with `params`; when they went stale under it (`None`, see `Store`), again
-    /// with tier `tier`'s current parameters, out of line: `Err` when `cost` exceeds
-    /// their burst.
-    #[inline(always)]
-    fn fresh<R>(
-        &self,
-        tier: usize,
-        cost: u32,
-        params: A,
-        mut f: impl FnMut(A) -> Option<R>,
-    ) -> Result<R, InsufficientCapacity> {
-        match f(params) {
-            Some(r) => Ok(r),
-            None => self.fresh_again(tier, cost, f),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn fresh_again<R>(
-        &self,
-        tier: usize,
-        cost: u32,
-        mut f: impl FnMut(A) -> Option<R>,
-    ) -> Result<R, InsufficientCapacity> {
-        loop {
-            let params = self.tiers().get(tier);
-            InsufficientCapacity::check(cost, params.burst())?;
-            if let Some(r) = f(params) {
-                return Ok(r);
-            }
-        }
-    }
-
     /// `Store::book` with `params` (`None` when they went stale: see `run_from`).
     fn book_with(&self, h: u64, now: &impl Fn() -> u64, n: u32, params: A) -> Option<Booked1> {
         // As the table's `decide`: only the next state inside the compare-and-swap

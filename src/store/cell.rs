@@ -53,34 +53,6 @@ impl<A: PackedAlgorithm> WordStore<A> {
         }
     }
 
-    /// [`Store::decide`] with the current parameters, after they went stale.
-    #[cold]
-    #[inline(never)]
-    fn decide_again(&self, cost: u32, now: &impl Fn() -> u64) -> Option<Decision> {
-        self.again(cost, |p| {
-            self.cell.decide(p.params, now(), cost, now, self.since(&p))
-        })
-        .ok()
-    }
-
-    /// `f` with the current parameters, again for as long as they go stale under it
-    /// (see `Store`); `Err` when `cost` exceeds their burst. Off the hot path.
-    #[cold]
-    #[inline(never)]
-    fn again<R>(
-        &self,
-        cost: u32,
-        mut f: impl FnMut(Stamped<A>) -> Option<R>,
-    ) -> Result<R, InsufficientCapacity> {
-        loop {
-            let p = self.params(0);
-            InsufficientCapacity::check(cost, p.params.burst())?;
-            if let Some(r) = f(p) {
-                return Ok(r);
-            }
-        }
-    }
-
     /// Whether `p` went stale (see [`Stale`]): only a bucket's parameters can, as
     /// only a bucket's state is converted at a quota change.
     #[inline(always)]
@@ -151,7 +123,16 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
             .decide(p.params, now(), cost, &now, self.since(&p))
         {
             Some(d) => Some(d),
-            None => self.decide_again(cost, &now),
+            None => super::fresh_again(
+                cost,
+                || self.params(0),
+                |p| p.params.burst(),
+                |p| {
+                    self.cell
+                        .decide(p.params, now(), cost, &now, self.since(&p))
+                },
+            )
+            .ok(),
         }
     }
 
@@ -173,10 +154,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
                 .decide_booked(&p.params, now(), n, &now, self.since(&p))?;
             Some((Placed::Stored(booked), origin(&p.params)))
         };
-        match book(p) {
-            Some(b) => Ok(b),
-            None => self.again(n, book),
-        }
+        super::fresh(p, n, || self.params(0), |p| p.params.burst(), book)
     }
 
     fn reserve(
@@ -193,10 +171,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
             let reserved = self.cell.reserve(&p.params, t, n, limit, self.since(&p))?;
             Some((Placed::Stored(reserved.map(|b| (b, t))), origin(&p.params)))
         };
-        match reserve(p) {
-            Some(r) => Ok(r),
-            None => self.again(n, reserve),
-        }
+        super::fresh(p, n, || self.params(0), |p| p.params.burst(), reserve)
     }
 
     fn refund(&self, _h: u64, booking: &Booking, origin: Origin, now: u64, always: bool) {

@@ -110,10 +110,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     /// key's reading is floored by the reclaim stamp read after the scan, and a found
     /// key's state decides any reading, a stale one only more strictly).
     ///
-    /// In a table of several rates this is the one way a rate class gets into a slot,
-    /// so the run is registered with the rate registry (`rates::Rates::enter`); `None`,
-    /// with nothing written, when `rate`'s class is being retired: the caller starts
-    /// over with its tier's current parameters.
+    /// In a table of several rates this (and the fast path's insert into an empty
+    /// slot) is how a rate class gets into a slot, so the run is registered with the
+    /// rate registry (`rates::Rates::write`); `None`, with nothing written, when
+    /// `rate` is stale: the caller starts over with its tier's current parameters.
     #[inline(always)]
     pub(super) fn run_from<R>(
         &self,
@@ -125,16 +125,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<(Placed<R>, u64)> {
         let _writing = match rate.filter(Gcra::mixed) {
-            Some(g) => {
-                let writing = self.rates().enter(g.class())?;
-                // Registered, the class keeps standing for the rate it stands for now:
-                // this rate, unless it was retired and given out again since `rate`
-                // was read (then `rate` is stale).
-                if self.rates().interval(g.class()) != g.interval() {
-                    return None;
-                }
-                Some(writing)
-            }
+            Some(g) => Some(self.rates().write(&g)?),
             None => None,
         };
         let mut key_word = 0;

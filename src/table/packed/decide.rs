@@ -5,7 +5,6 @@ use super::{fp_of, pack, state_of, PackedTable, Placed, Scan, FULL, MOVED};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::{Classed, PackedAlgorithm, Step};
 use crate::decision::Decision;
-use crate::error::InsufficientCapacity;
 use crate::sync::Ordering;
 use crate::table::generation;
 
@@ -75,14 +74,9 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 // In a table of several rates the class written is registered first, as
                 // in `run_from` (a class being retired, or given to another rate since
                 // these parameters were read: the slow path, which starts over).
-                let (class, _writing) = match step.classed() {
-                    Some(g) => match self.rates.enter(g.class()) {
-                        Some(w) if self.rates.interval(g.class()) == g.interval() => {
-                            (g.class(), Some(w))
-                        }
-                        _ => return Err(MOVED),
-                    },
-                    None => (0, None),
+                let _writing = match step.classed() {
+                    Some(g) => Some(self.rates.write(&g).ok_or(MOVED)?),
+                    None => None,
                 };
                 let shard = &self.shards[loc.shard];
                 let t = shard.floor(now());
@@ -91,7 +85,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 };
                 return match self.slot(e).compare_exchange(
                     0,
-                    pack(generation::word(fp, shard.epoch(), class), next),
+                    pack(
+                        generation::word(fp, shard.epoch(), step.class().unwrap_or(0)),
+                        next,
+                    ),
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
@@ -112,12 +109,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // since they were read: the slow path then starts over with fresh ones).
         // A bucket of one rate meets another class only after the table's first rate
         // change, when its parameters are those of before it (class 0, kept).
-        let foreign = |word: u128| match step.classed() {
-            Some(g) => {
-                generation::class_of(fp_of(word)) != g.class()
-                    || self.rates.interval(g.class()) != g.interval()
-            }
-            None => step.single() && generation::class_of(fp_of(word)) != 0,
+        let foreign = |word: u128| {
+            step.class()
+                .is_some_and(|c| generation::class_of(fp_of(word)) != c)
+                || step.classed().is_some_and(|g| !self.rates.stands_for(&g))
         };
         if foreign(word) {
             return Err(MOVED);
@@ -170,15 +165,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         params: A,
         absent: Option<Scan>,
     ) -> Option<Decision> {
-        let mut params = params;
         let mut absent = absent;
-        loop {
-            if let Some(d) = self.decide_run(h, &now, cost, params, absent.take()) {
-                return Some(d);
-            }
-            params = self.tiers().get(tier);
-            InsufficientCapacity::check(cost, params.burst()).ok()?;
-        }
+        let reload = || self.tiers().get(tier);
+        let run = |p| self.decide_run(h, &now, cost, p, absent.take());
+        crate::store::fresh(params, cost, reload, A::burst, run).ok()
     }
 
     /// One run of [`decide_slow`](Self::decide_slow) with `params`; `None` when they

@@ -134,13 +134,28 @@ impl Rates {
         self.intervals[usize::from(class)].store(interval, Ordering::Release);
     }
 
+    /// Whether `g`'s class still stands for `g`'s rate (it was not retired and given
+    /// to another rate since `g` was read).
+    #[inline(always)]
+    pub(crate) fn stands_for(&self, g: &Gcra) -> bool {
+        self.interval(g.class()) == g.interval()
+    }
+
     /// Registers a write that may put class `class` into a slot, for as long as the
-    /// result lives; `None` when the class is being retired: the parameters that
-    /// carry it are stale, and the request starts over with its tier's current ones.
+    /// result lives; `None` when the class is being retired.
     pub(crate) fn enter(&self, class: u8) -> Option<Writing<'_>> {
         self.writers.fetch_add(1, Ordering::SeqCst);
         let writing = Writing(self);
         (self.retiring.load(Ordering::SeqCst) & (1 << class) == 0).then_some(writing)
+    }
+
+    /// Registers a write of `g`'s class ([`enter`](Self::enter)) that will write it
+    /// for `g`'s rate: `None` when `g` is stale (its class is being retired, or stands
+    /// for another rate), and the request starts over with its tier's current
+    /// parameters. Registered, the class keeps standing for `g`'s rate.
+    pub(crate) fn write(&self, g: &Gcra) -> Option<Writing<'_>> {
+        let writing = self.enter(g.class())?;
+        self.stands_for(g).then_some(writing)
     }
 
     /// Retires the classes `retire` accepts: marks them, waits until no registered

@@ -109,12 +109,7 @@ fn a_paired_table_finds_every_key_it_installed_once() {
 #[test]
 fn a_class_is_retired_only_once_no_write_of_it_is_in_flight() {
     use std::sync::atomic::AtomicBool;
-    let mut tiers = [
-        token_bucket(Quota::per_second(10)),
-        token_bucket(Quota::per_second(20)),
-    ];
-    let rates = rates::Rates::new(&mut tiers).unwrap();
-    let class = tiers[1].class();
+    let (rates, class, _) = two_rates();
     let swept = AtomicBool::new(false);
     let writing = rates.enter(class).expect("not retiring");
     std::thread::scope(|s| {
@@ -141,13 +136,7 @@ fn a_class_is_retired_only_once_no_write_of_it_is_in_flight() {
 /// parameters are stale, and the request starts over with fresh ones.
 #[test]
 fn a_write_of_a_retiring_class_is_refused() {
-    let mut tiers = [
-        token_bucket(Quota::per_second(10)),
-        token_bucket(Quota::per_second(20)),
-    ];
-    let rates = rates::Rates::new(&mut tiers).unwrap();
-    let class = tiers[1].class();
-    let other = tiers[0].class();
+    let (rates, class, other) = two_rates();
     rates.retire(
         |c| c == class,
         || {
@@ -155,4 +144,14 @@ fn a_write_of_a_retiring_class_is_refused() {
             assert!(rates.enter(other).is_some(), "another class refused");
         },
     );
+}
+
+/// A registry of two rates: it, the second rate's class and the first's.
+fn two_rates() -> (rates::Rates, u8, u8) {
+    let mut tiers = [
+        token_bucket(Quota::per_second(10)),
+        token_bucket(Quota::per_second(20)),
+    ];
+    let rates = rates::Rates::new(&mut tiers).unwrap();
+    (rates, tiers[1].class(), tiers[0].class())
 }
