@@ -266,17 +266,7 @@ impl LogCell {
         now: u64,
         cost: u32,
     ) -> (Decision, Booking) {
-        let mut ring = lock(&self.ring);
-        let d = params.step(&mut ring, now, cost);
-        let booking = if d.is_allowed() && cost > 0 {
-            Booking::Log {
-                at: ring.newest(),
-                cost,
-            }
-        } else {
-            Booking::Nothing
-        };
-        (d, booking)
+        params.step_booked(&mut lock(&self.ring), now, cost)
     }
 
     /// Books `cost` entries at `now` within `max_wait`.
@@ -292,8 +282,8 @@ impl LogCell {
 
     /// Gives `booking` back while no later booking depends on it.
     pub(crate) fn refund(&self, params: &SlidingLog, booking: &Booking, now: u64) {
-        if let Booking::Log { at, cost } = *booking {
-            params.refund(&mut lock(&self.ring), at, cost, now);
+        if let Booking::Log { at, cost, prior } = *booking {
+            params.refund(&mut lock(&self.ring), at, cost, prior, now);
         }
     }
 }

@@ -460,6 +460,10 @@ impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
     fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity> {
         RateLimiter::peek_n(self, n)
     }
+
+    fn books_last(&self) -> bool {
+        self.algorithm == Algorithm::LeakyBucket
+    }
 }
 
 impl<C: Clock> fmt::Debug for RateLimiter<C> {

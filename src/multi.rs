@@ -51,26 +51,21 @@ enum Decisions {
 }
 
 impl Decisions {
-    fn with_capacity(n: usize) -> Self {
+    /// `n` decisions, each to be set by [`set`](Self::set) (the placeholders are never
+    /// read: every position is set before the decisions are returned).
+    fn with_len(n: usize) -> Self {
+        let placeholder = Decision::allow(0, 0, 0, 0);
         if n <= INLINE {
-            Decisions::Inline(0, [Decision::allow(0, 0, 0, 0); INLINE])
+            Decisions::Inline(n as u8, [placeholder; INLINE])
         } else {
-            Decisions::Heap(Vec::with_capacity(n))
+            Decisions::Heap(vec![placeholder; n])
         }
     }
 
-    fn push(&mut self, d: Decision) {
+    fn set(&mut self, i: usize, d: Decision) {
         match self {
-            Decisions::Inline(len, items) if usize::from(*len) < INLINE => {
-                items[usize::from(*len)] = d;
-                *len += 1;
-            }
-            Decisions::Inline(_, items) => {
-                let mut v = items.to_vec();
-                v.push(d);
-                *self = Decisions::Heap(v);
-            }
-            Decisions::Heap(v) => v.push(d),
+            Decisions::Inline(_, items) => items[i] = d,
+            Decisions::Heap(v) => v[i] = d,
         }
     }
 
@@ -195,6 +190,11 @@ pub(crate) mod sealed {
             -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity>;
         /// What deciding `n` now would give, consuming nothing (the same error).
         fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity>;
+        /// Whether `check_all` books this limit after every limit that returns `false`
+        /// (the leaky bucket: a booking behind which others were scheduled cannot be
+        /// rolled back without moving their spacing, so it is booked only once every
+        /// other kind of limit has admitted).
+        fn books_last(&self) -> bool;
     }
 }
 
@@ -303,38 +303,49 @@ pub fn check_all_costs(
 }
 
 /// The all-or-nothing protocol of [`check_all`] over `count` limits, limit `i` with its
-/// cost `at(i)`: book each in turn, peek the rest after a denial, roll back (newest
-/// first) on a denial.
+/// cost `at(i)`: book each in turn (every limit that does not book last, then those
+/// that do, each group in the given order), peek the rest after a denial, roll back
+/// (newest first) on a denial. Decisions are reported in the given order.
 fn all_or_nothing<'a>(
     count: usize,
     at: impl Fn(usize) -> (&'a dyn Limit, u32),
 ) -> Result<MultiDecision, crate::InsufficientCapacity> {
-    let mut decisions = Decisions::with_capacity(count);
-    // The bookings to roll back on a denial: on the stack for the usual few limits.
+    let mut decisions = Decisions::with_len(count);
+    // The bookings to roll back on a denial, in booking order: on the stack for the
+    // usual few limits.
     let mut first: [Option<crate::Reservation<'a>>; INLINE] = Default::default();
     let mut more = Vec::new();
+    let mut booked = 0;
     let mut denied = false;
     let mut impossible = None;
-    for i in 0..count {
-        let (limit, n) = at(i);
-        let outcome = if denied {
-            limit.peek_n(n).map(|d| (d, None))
-        } else {
-            limit.book(n)
-        };
-        let (d, reservation) = match outcome {
-            Ok(o) => o,
-            Err(e) => {
-                impossible = Some(e);
-                denied = true;
-                break;
+    'groups: for last in [false, true] {
+        for i in 0..count {
+            let (limit, n) = at(i);
+            if limit.books_last() != last {
+                continue;
             }
-        };
-        denied |= !d.is_allowed();
-        decisions.push(d);
-        match first.get_mut(i) {
-            Some(slot) => *slot = reservation,
-            None => more.extend(reservation),
+            let outcome = if denied {
+                limit.peek_n(n).map(|d| (d, None))
+            } else {
+                limit.book(n)
+            };
+            let (d, reservation) = match outcome {
+                Ok(o) => o,
+                Err(e) => {
+                    impossible = Some(e);
+                    denied = true;
+                    break 'groups;
+                }
+            };
+            denied |= !d.is_allowed();
+            decisions.set(i, d);
+            if reservation.is_some() {
+                match first.get_mut(booked) {
+                    Some(slot) => *slot = reservation,
+                    None => more.extend(reservation),
+                }
+                booked += 1;
+            }
         }
     }
     if denied {

@@ -290,7 +290,9 @@ pub enum ReserveError {
         wait: Duration,
         /// The longest wait allowed: the caller's `max_wait`, or
         /// [`Reservation::MAX_WAIT`] when that is smaller (a quota slower than one
-        /// request per 36 years). Always less than `wait`.
+        /// request per 36 years), or the time left until the engine's horizon (about
+        /// 146 years after the clock's zero) when the booking would end past it.
+        /// Always less than `wait`.
         max_wait: Duration,
     },
     /// The cost exceeds what the limiter ever admits at once.
@@ -345,12 +347,12 @@ pub(crate) fn reservable(n: u32, capacity: u32) -> Result<(), ReserveError> {
     Ok(InsufficientCapacity::check(n, capacity)?)
 }
 
-/// The error for a booking refused because its wait exceeded `max_wait`, or the
-/// engine's own bound [`Reservation::MAX_WAIT`] where that is the smaller: the
-/// `max_wait` reported is always one the wait exceeds.
-pub(crate) fn too_long(wait: u64, max_wait: Duration) -> ReserveError {
+/// The error for a booking refused because its wait exceeded `max_wait`, the engine's
+/// own bound [`Reservation::MAX_WAIT`] where that is the smaller, or the time left
+/// until the engine's horizon: the `max_wait` reported is always one the wait exceeds.
+pub(crate) fn too_long(late: crate::algorithm::booking::Late) -> ReserveError {
     ReserveError::TooLong {
-        wait: Duration::from_nanos(wait),
-        max_wait: max_wait.min(Reservation::MAX_WAIT),
+        wait: Duration::from_nanos(late.wait),
+        max_wait: Duration::from_nanos(late.allowed),
     }
 }

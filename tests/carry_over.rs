@@ -321,3 +321,32 @@ fn a_booking_cancelled_after_a_rate_change_gives_nothing_back() {
         );
     }
 }
+
+/// Issue 27, item 9: a debt converted by `set_quota` is carried exactly, as the
+/// README's formula says (`TAT' = t + ⌈(TAT − t)·T_b / T_a⌉`), however long: 100
+/// requests of one per 365 days owe 100 years, not a cap of about 36.
+#[test]
+fn a_converted_debt_is_carried_exactly_up_to_the_horizon() {
+    let year = Duration::from_secs(365 * 86_400);
+    for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        let clock = ManualClock::new();
+        let l = RateLimiter::builder(a, Quota::per_second(1000).with_burst(100))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        assert!(l.check_n(100).unwrap().is_allowed());
+        l.set_quota(Quota::new(1, year)).unwrap();
+        assert_eq!(l.peek_n(0).unwrap().reset_after(), year * 100, "{a:?}");
+        let keyed = KeyedRateLimiter::<u64, _>::builder(a, Quota::per_second(1000).with_burst(100))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        assert!(keyed.check_n(&1, 100).unwrap().is_allowed());
+        keyed.set_quota(Quota::new(1, year)).unwrap();
+        assert_eq!(
+            keyed.peek_n(&1, 0).unwrap().reset_after(),
+            year * 100,
+            "{a:?} keyed"
+        );
+    }
+}

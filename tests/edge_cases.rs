@@ -7,7 +7,8 @@ mod common;
 use common::{manual, model_for, ns, seed, with_seed};
 use std::time::Duration;
 use tollgate::{
-    Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, ManualClock, Quota, RateLimiter,
+    Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, KeyedRateLimiter, ManualClock,
+    Quota, RateLimiter, ReserveError,
 };
 
 /// The engine's horizon, 2^62 ns (about 146 years).
@@ -728,6 +729,98 @@ fn retry_after_from_a_stale_reading_is_not_too_early() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// Issue 27, item 3: a fixed window's booking sums its count in 64 bits: with a limit
+/// above 2^31 a booking after a full window goes to the next window, and the full
+/// window admits nothing more (it admitted twice its limit when the sum wrapped).
+#[test]
+fn a_fixed_window_booking_never_overflows_its_count() {
+    let clock = ManualClock::new();
+    let l = RateLimiter::builder(
+        Algorithm::FixedWindow,
+        Quota::new(u32::MAX, Duration::from_secs(2)),
+    )
+    .clock(clock.clone())
+    .build()
+    .unwrap();
+    assert!(l.check_n(u32::MAX).unwrap().is_allowed());
+    let r = l.reserve(1, Duration::ZERO);
+    assert!(r.is_err(), "README: at most `limit` per window: {r:?}");
+    assert!(!l.check_n(u32::MAX).unwrap().is_allowed());
+    let r = l.reserve(1, Duration::from_secs(2)).unwrap();
+    assert_eq!(r.wait_time(), Duration::from_secs(2));
+}
+
+/// Issue 27, item 11: a wait refused at the clock's horizon reports a `max_wait` below
+/// the wait, as `ReserveError::TooLong` documents.
+#[test]
+fn too_long_at_the_horizon_reports_a_max_wait_below_the_wait() {
+    for a in Algorithm::ALL {
+        let clock = ManualClock::new();
+        // 146 years less half a second: a one-second booking would end past the horizon.
+        clock.set(Duration::from_nanos((1u64 << 62) - 500_000_000));
+        let l = RateLimiter::builder(a, Quota::per_second(1))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        assert!(l.check().is_allowed());
+        match l.reserve(1, Duration::from_secs(2)) {
+            Err(ReserveError::TooLong { wait, max_wait }) => {
+                assert!(
+                    max_wait < wait,
+                    "{a:?}: max_wait {max_wait:?} wait {wait:?}"
+                )
+            }
+            Ok(r) => assert!(r.wait_time() <= Duration::from_secs(2), "{a:?}"),
+            other => panic!("{a:?}: {other:?}"),
+        }
+    }
+}
+
+/// Issue 27, item 11: "a bucket rate of more than one request per nanosecond" is
+/// refused (README, Bounds); the windows and the log count a limit per period, so such
+/// a quota builds for them when its layout fits, and admits at most the limit in a
+/// window (or in any interval of the period, for the log).
+#[test]
+fn more_than_one_request_per_nanosecond_is_refused_by_the_buckets_only() {
+    for a in Algorithm::ALL {
+        for (limit, ns) in [(5, 3), (2, 1), (4, 3)] {
+            let q = Quota::new(limit, Duration::from_nanos(ns));
+            let clock = ManualClock::new();
+            let built = RateLimiter::builder(a, q).clock(clock.clone()).build();
+            let keyed = KeyedRateLimiter::<u64, _>::builder(a, q)
+                .clock(clock.clone())
+                .build();
+            if matches!(a, Algorithm::TokenBucket | Algorithm::LeakyBucket) {
+                assert!(
+                    matches!(built, Err(ConfigError::RateTooHigh { .. })),
+                    "{a:?} {limit}/{ns}"
+                );
+                assert!(
+                    matches!(keyed, Err(ConfigError::RateTooHigh { .. })),
+                    "{a:?} keyed"
+                );
+                continue;
+            }
+            let (Ok(l), Ok(k)) = (built, keyed) else {
+                // Too fine for the window's layout: refused as such.
+                continue;
+            };
+            assert_eq!(l.check_n(limit).unwrap().is_allowed(), true, "{a:?}");
+            assert!(
+                !l.check().is_allowed(),
+                "{a:?} {limit}/{ns}: at most the limit at once"
+            );
+            assert!(k.check_n(&1, limit).unwrap().is_allowed(), "{a:?}");
+            assert!(!k.check(&1).is_allowed(), "{a:?} keyed");
+            clock.advance(Duration::from_nanos(2 * ns));
+            assert!(
+                l.check().is_allowed(),
+                "{a:?}: the next period admits again"
+            );
         }
     }
 }

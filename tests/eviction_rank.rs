@@ -303,6 +303,44 @@ fn tiers_of_different_rates_are_ranked_in_requests() {
     );
 }
 
+/// Issue 27, item 5: of two keys of different tiers that used as much in requests, the
+/// one that goes idle sooner is evicted (README: "ties by idle stamp"): the key that
+/// owes 40 minutes of its hourly tier stays, the one that owes 200 ms goes.
+#[test]
+fn tiers_tied_in_requests_evict_the_soonest_idle() {
+    for keyed_first in [false, true] {
+        let clock = ManualClock::new();
+        let l = KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, Quota::per_second(10))
+            .tiers([Quota::per_hour(3)])
+            .max_keys(1)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let slots = l.stats().slots as u64;
+        let (slow, fast) = (l.tier(1).unwrap(), l.tier(0).unwrap());
+        // Fill every slot: the hourly key first or last in the scan's order.
+        let others: Vec<u64> = (100..100 + slots - 2).collect();
+        if keyed_first {
+            assert!(slow.check_n(&3, 2).unwrap().is_allowed());
+        }
+        for k in &others {
+            assert!(slow.check_n(k, 3).unwrap().is_allowed()); // each used all 3
+        }
+        assert!(fast.check_n(&5, 2).unwrap().is_allowed());
+        if !keyed_first {
+            assert!(slow.check_n(&3, 2).unwrap().is_allowed());
+        }
+        assert_eq!(l.stats().occupied as u64, slots);
+        assert!(fast.check(&7).is_allowed()); // a new key: one eviction
+        assert_eq!(l.stats().evictions, 1);
+        assert_eq!(
+            slow.peek_n(&3, 0).unwrap().remaining(),
+            1,
+            "the key owing 40 minutes was evicted for one owing 200 ms"
+        );
+    }
+}
+
 /// A booking on a key that is then evicted, and the key back with a fresh state: the
 /// booking's cancel gives the fresh state nothing (its generation is new), for every
 /// algorithm; compared with a twin that never cancels.

@@ -150,3 +150,30 @@ fn a_peek_n_is_the_decision_the_next_check_n_gets() {
         }
     }
 }
+
+/// Issue 27, item 8: `remaining` is "how many more requests of cost 1 would be admitted
+/// right now": while a booking is pending every request queues behind it, so none is.
+#[test]
+fn remaining_is_zero_while_a_booking_is_pending() {
+    for a in [
+        Algorithm::SlidingLog,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+    ] {
+        let clock = ManualClock::new();
+        let l = RateLimiter::builder(a, Quota::per_second(2))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        assert!(l.check_n(2).unwrap().is_allowed());
+        let r = l.reserve(1, Duration::from_secs(2)).unwrap();
+        assert!(r.wait_time() > Duration::ZERO, "{a:?}");
+        assert!(!l.peek().is_allowed(), "{a:?}");
+        assert_eq!(
+            l.peek_n(0).unwrap().remaining(),
+            0,
+            "{a:?}: README: remaining is what would be admitted right now"
+        );
+        assert_eq!(l.peek().remaining(), 0, "{a:?}");
+    }
+}

@@ -25,6 +25,11 @@ pub(crate) enum Booking {
         index: u64,
         /// The cost counted in it.
         cost: u32,
+        /// When the booking moved the state into a later window than its own (a
+        /// reservation that did not fit), the state before it: while the booked window
+        /// counts nothing but the booking, giving it back restores that state, so the
+        /// key is not held until a window that holds nothing.
+        moved_from: Option<u64>,
     },
     /// The sliding log: the timestamp logged `cost` times.
     Log {
@@ -32,6 +37,10 @@ pub(crate) enum Booking {
         at: u64,
         /// How many entries.
         cost: u32,
+        /// The newest of the entries the booking overwrote (its ring's `cost` oldest),
+        /// which a refund writes back: the log's own admission times, never one made
+        /// up (see `SlidingLog::refund`).
+        prior: u64,
     },
 }
 
@@ -47,9 +56,32 @@ pub(crate) struct Booked {
     pub(crate) booking: Booking,
 }
 
-/// A booking, or the wait (ns from the reading) that exceeded the caller's bound; in
-/// the latter case nothing was booked.
-pub(crate) type Reserved = Result<Booked, u64>;
+/// A booking refused for its wait: the wait (ns from the reading), and the longest
+/// wait that was allowed, always less: the caller's bound (at most [`MAX_WAIT_NS`]),
+/// or, where the booked time would lie past the engine's horizon, the time left until
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Late {
+    /// How long the request would have had to wait.
+    pub(crate) wait: u64,
+    /// The longest wait allowed.
+    pub(crate) allowed: u64,
+}
+
+impl Late {
+    /// The refusal of a booking at `at` (`wait` after the reading `now`) that waits
+    /// longer than `max_wait` or ends past the horizon; `None` when neither holds.
+    #[inline]
+    pub(crate) fn check(wait: u64, max_wait: u64, at: u64, now: u64) -> Option<Late> {
+        (wait > max_wait || at > super::HORIZON_NS).then(|| Late {
+            wait,
+            allowed: max_wait.min(super::HORIZON_NS.saturating_sub(now)),
+        })
+    }
+}
+
+/// A booking, or why its wait refused it; in the latter case nothing was booked.
+pub(crate) type Reserved = Result<Booked, Late>;
 
 /// A packed algorithm's successful booking: the state `next` to store, and the booking.
 #[inline]

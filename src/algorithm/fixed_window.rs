@@ -94,7 +94,7 @@ impl FixedWindow {
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let (stored, stored_count) = self.unpack(state);
         let current = now / self.period;
-        if stored > current && cost > 0 {
+        if stored > current {
             // The state has moved to a later window (a reservation booked into it, or
             // a reading newer than this one): this window's count is gone, so nothing
             // is admitted before the later one starts. No aligned window ever holds
@@ -136,20 +136,24 @@ impl FixedWindow {
     }
 
     /// The denial of `cost` at `now`, before window `k` (which holds `count`) starts:
-    /// retry when it starts, or when it ends if the request does not fit in it. Rare
-    /// (a pending booking, or a reading racing a window boundary): kept off the hot
-    /// path.
+    /// retry when it starts, or when it ends if the request does not fit in it; for a
+    /// cost of 0, which asks for nothing, an allowed answer with nothing remaining (no
+    /// request is admitted before that window). Rare (a pending booking, or a reading
+    /// racing a window boundary): kept off the hot path.
     #[cold]
     #[inline(never)]
     fn queued(&self, k: u64, count: u64, now: u64, cost: u32) -> Decision {
         let start = k * self.period;
-        let d = self.decide(k, count, start, cost);
-        let wait = (start - now) + d.retry_after().map_or(0, |w| w.as_nanos() as u64);
         // The state's own reset time: the denied request counts in nothing.
         let reset = match self.decide(k, count, start, 0).reset_after().as_nanos() as u64 {
             0 => 0,
             r => (start - now) + r,
         };
+        if cost == 0 {
+            return Decision::allow(self.limit, 0, reset, 0);
+        }
+        let d = self.decide(k, count, start, cost);
+        let wait = (start - now) + d.retry_after().map_or(0, |w| w.as_nanos() as u64);
         Decision::deny(self.limit, 0, reset, wait)
     }
 
@@ -174,31 +178,52 @@ impl FixedWindow {
     ) -> (Option<u64>, Reserved) {
         let (stored, stored_count) = self.unpack(state);
         let current = now / self.period;
+        // Summed in 64 bits: a limit may be any u32.
         let (k, count) = if stored < current {
             (current, cost)
-        } else if stored_count + cost <= self.limit {
+        } else if u64::from(stored_count) + u64::from(cost) <= u64::from(self.limit) {
             (stored, stored_count + cost)
         } else {
             (stored + 1, cost)
         };
         let start = k.saturating_mul(self.period);
         let wait = start.saturating_sub(now);
-        if wait > max_wait || start > HORIZON_NS {
-            return (None, Err(wait));
+        if let Some(late) = booking::Late::check(wait, max_wait, start, now) {
+            return (None, Err(late));
         }
         let at = now + wait;
         let next = (k << self.shift) | u64::from(count);
         let decision = self.decide(k, u64::from(count), at, 0);
-        let booking = Booking::Window { index: k, cost };
+        let moved_from = (k > stored.max(current)).then_some(state);
+        let booking = Booking::Window {
+            index: k,
+            cost,
+            moved_from,
+        };
         booking::stored(next, wait, decision, booking)
     }
 
     /// Gives back a booking of `cost` in window `index` while the state still counts
     /// that window (later bookings in the same window do not depend on it; a later
-    /// window means the count was superseded, and nothing is given back).
-    pub(crate) fn refund(&self, state: u64, index: u64, cost: u32) -> Option<u64> {
+    /// window means the count was superseded, and nothing is given back). A booking
+    /// that moved the state into a later window (`moved_from`), when that window still
+    /// counts it alone, restores the state it moved from: nothing was admitted in
+    /// between (every request queued behind it), so that is the state without it.
+    pub(crate) fn refund(
+        &self,
+        state: u64,
+        index: u64,
+        cost: u32,
+        moved_from: Option<u64>,
+    ) -> Option<u64> {
         let (stored, count) = self.unpack(state);
-        (stored == index && count >= cost).then(|| (index << self.shift) | u64::from(count - cost))
+        if stored != index || count < cost {
+            return None;
+        }
+        match moved_from {
+            Some(before) if count == cost => Some(before),
+            _ => Some((index << self.shift) | u64::from(count - cost)),
+        }
     }
 
     /// What an admission of `cost` that left `state` booked.
@@ -206,6 +231,7 @@ impl FixedWindow {
         Booking::Window {
             index: state >> self.shift,
             cost,
+            moved_from: None,
         }
     }
 

@@ -125,9 +125,11 @@ impl Gcra {
         }
         let debt = u128::from(tat - now) * u128::from(self.t);
         let owed = debt.div_ceil(u128::from(from));
-        // At most `(tau_from + MAX_WAIT) · T / T_from` of the new interval: a debt
-        // past what the engine represents is capped at its horizon of waits.
-        let cap = u128::from(self.tau + super::booking::MAX_WAIT_NS);
+        // Exact up to the largest state the engine's sums allow (`HORIZON_NS + τ +
+        // MAX_WAIT`, see `step`): a debt reaching past the clock's horizon, which no
+        // clock reading can outlast, ends there.
+        let cap =
+            u128::from(HORIZON_NS + self.tau + super::booking::MAX_WAIT_NS - now.min(HORIZON_NS));
         now + owed.min(cap) as u64
     }
 
@@ -222,7 +224,8 @@ impl Gcra {
             conforms
         };
         if wait > max_wait {
-            return (None, Err(wait));
+            let allowed = max_wait;
+            return (None, Err(booking::Late { wait, allowed }));
         }
         let at = now + wait;
         let remaining = ((at + self.tau).saturating_sub(new_tat) / self.t) as u32;
@@ -240,8 +243,10 @@ impl Gcra {
     ///
     /// A **cancel** gives back what no later booking depends on (Go x/time/rate's
     /// `CancelAt` rule in GCRA terms): the booking's `weight`, less the time later
-    /// bookings added after it (`TAT − booked TAT`); nothing when `TAT` is below the
-    /// booked one.
+    /// bookings added after it (`TAT − booked TAT`); all of it when `TAT` is below the
+    /// booked one (cancels of earlier bookings took the state below this booking's
+    /// end, so nothing booked after it is left in it: x/time/rate gives such a last
+    /// booking back whole too).
     ///
     /// A **roll-back** (the request never proceeded: a multi-limit check denied by
     /// another limit, a middleware whose other policy denied) gives back the part of
@@ -254,9 +259,14 @@ impl Gcra {
     /// capacity is made), and exactly `weight` when the roll-back follows its booking
     /// at the same reading (what `check_all` does).
     ///
-    /// The shaper gives a slot back only while no later slot was booked: its releases
-    /// are spaced from one time, so a gap in the middle of the schedule could only be
-    /// used by overtaking the slots after it.
+    /// The shaper's roll-back is as exact: slots booked behind it meanwhile keep their
+    /// release times, and the time given back goes to the next booking (which may
+    /// then be released closer to the last of them than the spacing, by at most the
+    /// slot given back; `check_all` books leaky buckets after every other limit, so
+    /// this takes two leaky buckets in one check and a race). A shaper's *cancel*
+    /// gives a slot back only while no later slot was booked: the request it was made
+    /// for may still proceed at any time, so a gap in the middle of the schedule could
+    /// only be used by overtaking the slots after it.
     #[inline]
     pub(crate) fn refund(
         &self,
@@ -266,16 +276,12 @@ impl Gcra {
         now: u64,
         roll_back: bool,
     ) -> Option<u64> {
-        if self.is_shaper() && tat != booked_tat {
-            return None;
-        }
         let restore = if roll_back {
             weight.min(booked_tat.saturating_sub(now))
+        } else if self.is_shaper() && tat != booked_tat {
+            return None;
         } else {
-            if tat < booked_tat {
-                return None;
-            }
-            weight.saturating_sub(tat - booked_tat)
+            weight.saturating_sub(tat.saturating_sub(booked_tat))
         };
         (restore > 0).then(|| tat.saturating_sub(restore))
     }

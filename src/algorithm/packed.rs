@@ -261,7 +261,11 @@ impl PackedAlgorithm for FixedWindow {
     #[inline]
     fn refund(&self, state: u64, booking: &Booking, _now: u64, _roll_back: bool) -> Option<u64> {
         match *booking {
-            Booking::Window { index, cost } => FixedWindow::refund(self, state, index, cost),
+            Booking::Window {
+                index,
+                cost,
+                moved_from,
+            } => FixedWindow::refund(self, state, index, cost, moved_from),
             _ => None,
         }
     }
@@ -311,7 +315,11 @@ impl PackedAlgorithm for SlidingWindow {
     #[inline]
     fn refund(&self, state: u64, booking: &Booking, _now: u64, _roll_back: bool) -> Option<u64> {
         match *booking {
-            Booking::Window { index, cost } => SlidingWindow::refund(self, state, index, cost),
+            Booking::Window {
+                index,
+                cost,
+                moved_from,
+            } => SlidingWindow::refund(self, state, index, cost, moved_from),
             _ => None,
         }
     }

@@ -5,7 +5,7 @@
 //! `prev·(P − e) + (curr + n)·P ≤ limit·P`, in exact integer arithmetic (`u128`).
 
 use super::booking::{self, Booking, Reserved};
-use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
+use super::{count_bits, index_bits, min_window_period};
 use crate::{Algorithm, ConfigError, Decision, Quota};
 use std::time::Duration;
 
@@ -183,13 +183,13 @@ impl SlidingWindow {
     #[inline(always)]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let v = self.view(state, now);
-        let d = self.decide(&v, now, cost);
-        if d.is_allowed() && cost > 0 && v.k * self.period > now {
+        if v.k * self.period > now {
             // The state has moved to a later window (a reservation booked into it, or
             // a reading newer than this one): nothing is admitted before it starts, so
             // requests are served after the bookings made before them.
-            return (None, self.queued(&v, now));
+            return (None, self.queued(&v, now, cost));
         }
+        let d = self.decide(&v, now, cost);
         let next = (d.is_allowed() && cost > 0).then(|| {
             (v.k << (2 * self.shift)) | (v.prev << self.shift) | (v.curr + u64::from(cost))
         });
@@ -245,15 +245,21 @@ impl SlidingWindow {
     /// The denial of a request read at `now`, before the state's later window `v.k`
     /// starts. Its reset time is the state's own (the denied request counts in
     /// nothing), measured from the reading. Rare: kept off the hot path.
+    ///
+    /// A cost of 0 asks for nothing: allowed, with nothing remaining. A cost that
+    /// would not fit even once the window starts waits for what `decide` then asks.
     #[cold]
     #[inline(never)]
-    fn queued(&self, v: &View, now: u64) -> Decision {
+    fn queued(&self, v: &View, now: u64, cost: u32) -> Decision {
         let start = v.k * self.period;
-        let wait = start - now;
         let reset = match self.wait(v, self.limit) {
             0 => 0,
             w => (start + v.e + w) - now,
         };
+        if cost == 0 {
+            return Decision::allow(self.limit, 0, reset, 0);
+        }
+        let wait = (start - now) + self.wait(v, cost);
         Decision::deny(self.limit, 0, reset, wait)
     }
 
@@ -281,8 +287,8 @@ impl SlidingWindow {
         let at = from + self.wait(&v, cost);
         let wait = at - now;
         let k = at / self.period;
-        if wait > max_wait || at > HORIZON_NS {
-            return (None, Err(wait));
+        if let Some(late) = booking::Late::check(wait, max_wait, at, now) {
+            return (None, Err(late));
         }
         let (prev, curr) = match k - v.k {
             0 => (v.prev, v.curr + u64::from(cost)),
@@ -291,16 +297,34 @@ impl SlidingWindow {
         };
         let next = (k << (2 * self.shift)) | (prev << self.shift) | curr;
         let decision = self.decide(&self.at(k, at, prev, curr), at, 0);
-        let booking = Booking::Window { index: k, cost };
+        // Booked into a window later than the reading's: the state it moved from.
+        let moved_from = (k * self.period > now).then_some(state);
+        let booking = Booking::Window {
+            index: k,
+            cost,
+            moved_from,
+        };
         booking::stored(next, wait, decision, booking)
     }
 
     /// Gives back a booking of `cost` in window `index` while the state's current
-    /// window is still that one (see the fixed window's rule).
-    pub(crate) fn refund(&self, state: u64, index: u64, cost: u32) -> Option<u64> {
+    /// window is still that one (see the fixed window's rule, `moved_from` included).
+    pub(crate) fn refund(
+        &self,
+        state: u64,
+        index: u64,
+        cost: u32,
+        moved_from: Option<u64>,
+    ) -> Option<u64> {
         let stored = state >> (2 * self.shift);
         let curr = state & ((1u64 << self.shift) - 1);
-        (stored == index && curr >= u64::from(cost)).then(|| state - u64::from(cost))
+        if stored != index || curr < u64::from(cost) {
+            return None;
+        }
+        match moved_from {
+            Some(before) if curr == u64::from(cost) => Some(before),
+            _ => Some(state - u64::from(cost)),
+        }
     }
 
     /// What an admission of `cost` that left `state` booked.
@@ -308,6 +332,7 @@ impl SlidingWindow {
         Booking::Window {
             index: state >> (2 * self.shift),
             cost,
+            moved_from: None,
         }
     }
 

@@ -53,18 +53,7 @@ impl Store for LogTable {
             h,
             now(),
             n > 0,
-            |ring, t| {
-                let d = params.step(ring, t, n);
-                let booking = if d.is_allowed() {
-                    Booking::Log {
-                        at: ring.newest(),
-                        cost: n,
-                    }
-                } else {
-                    Booking::Nothing
-                };
-                (d, booking)
-            },
+            |ring, t| params.step_booked(ring, t, n),
             || (params.fresh(n), Booking::Nothing),
         );
         let placed = match placed {
@@ -101,9 +90,9 @@ impl Store for LogTable {
 
     fn refund(&self, h: u64, booking: &Booking, origin: Origin, now: u64, _always: bool) {
         let params = self.tiers().get(0);
-        if let Booking::Log { at, cost } = *booking {
+        if let Booking::Log { at, cost, prior } = *booking {
             LogTable::refund(self, h, origin, now, |ring, t| {
-                params.refund(ring, at, cost, t);
+                params.refund(ring, at, cost, prior, t);
             });
         }
     }

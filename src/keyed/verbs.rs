@@ -329,4 +329,8 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
         let l = self.limiter;
         by_algorithm!(&l.table, t => verbs::peek_n(t, self.hash, n, self.tier, l.now()))
     }
+
+    fn books_last(&self) -> bool {
+        self.limiter.algorithm == crate::Algorithm::LeakyBucket
+    }
 }

@@ -12,7 +12,7 @@
 pub(crate) mod cell;
 pub(crate) mod verbs;
 
-use crate::algorithm::booking::{Booked, Booking};
+use crate::algorithm::booking::{Booked, Booking, Late};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sliding_window::SlidingWindow;
@@ -58,7 +58,7 @@ pub(crate) type Booked1 = (Placed<(Decision, Booking)>, Origin);
 
 /// What a reservation returns: where it took effect (the booking and the reading, or
 /// the wait that exceeded the bound) and the state it was booked on.
-pub(crate) type Reserved1 = (Placed<Result<(Booked, u64), u64>>, Origin);
+pub(crate) type Reserved1 = (Placed<Result<(Booked, u64), Late>>, Origin);
 
 /// `f` with the parameters `p`; when they went stale under it (`None`, see [`Store`]),
 /// again with fresh ones ([`fresh_again`]).

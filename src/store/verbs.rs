@@ -96,8 +96,8 @@ pub(crate) fn reserve<'a, S: Store>(
         Placed::Untracked(Ok((b, _))) | Placed::Absent(Ok((b, _))) => {
             Ok(Reservation::untracked(b.decision))
         }
-        Placed::Stored(Err(wait)) | Placed::Untracked(Err(wait)) | Placed::Absent(Err(wait)) => {
-            Err(too_long(wait, max_wait))
+        Placed::Stored(Err(late)) | Placed::Untracked(Err(late)) | Placed::Absent(Err(late)) => {
+            Err(too_long(late))
         }
         Placed::Refused(d) => Err(ReserveError::Refused {
             retry_after: d.retry_after().unwrap_or_default(),

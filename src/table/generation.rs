@@ -28,8 +28,11 @@
 //! replaces; an install into an empty slot reads the epoch after its scan. The new
 //! state's generation is `epoch mod 65,535 + 1`. A booking records the generation of
 //! the word its compare-and-swap replaced and the epoch `b` it read *before* loading
-//! that word. So every event on the key after the booking has an epoch above `b`
-//! (its load saw the booking, which follows the booking's read of `b`).
+//! that word, or, when the booking itself installed the key (into an empty slot, or
+//! over an idle or evicted entry: the first request of a key in a full table), the
+//! larger of `b` and the install's epoch, whose generation the state carries. So every
+//! event on the key after the booking has an epoch above `b` (its load saw the
+//! booking, which follows the booking's read of `b` and its install's epoch).
 //!
 //! A refund loads the key's word, then the epoch `n`. It proceeds only if the word's
 //! generation is the booking's and no epoch in `(b, n]` has that generation: with `e'`

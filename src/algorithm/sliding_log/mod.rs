@@ -7,7 +7,7 @@
 //! in any interval `(t − P, t]`.
 
 use super::booking::{Booked, Booking, Reserved};
-use super::{HORIZON_NS, SLIDING_LOG_MAX_LIMIT};
+use super::SLIDING_LOG_MAX_LIMIT;
 use crate::{ConfigError, Decision, Quota};
 use ring::EMPTY;
 pub(crate) use ring::{Cursor, Ring, Stamps, EMPTY_STAMP};
@@ -103,7 +103,7 @@ impl SlidingLog {
     /// the window, all older ones have too.
     #[inline(always)]
     fn judge<S: Stamps>(&self, ring: &Ring<S>, reading: u64, cost: u32) -> Result<u64, Decision> {
-        if cost > 0 && ring.booked && ring.newest > reading {
+        if ring.booked && ring.newest > reading {
             return Err(self.queued(ring, reading, cost));
         }
         let now = self.effective(ring, reading);
@@ -152,6 +152,33 @@ impl SlidingLog {
         )
     }
 
+    /// [`step`](Self::step), with what an admission booked, for a roll-back: the
+    /// entries it logged, and the newest of the ring's entries it overwrote.
+    #[inline]
+    pub(crate) fn step_booked<S: Stamps>(
+        &self,
+        ring: &mut Ring<S>,
+        now: u64,
+        cost: u32,
+    ) -> (Decision, Booking) {
+        let prior = if cost > 0 {
+            ring.entry(cost - 1)
+        } else {
+            EMPTY
+        };
+        let d = self.step(ring, now, cost);
+        let booking = if d.is_allowed() && cost > 0 {
+            Booking::Log {
+                at: ring.newest,
+                cost,
+                prior,
+            }
+        } else {
+            Booking::Nothing
+        };
+        (d, booking)
+    }
+
     /// Logs `cost` admissions at `now` (no older than the newest entry).
     #[inline(always)]
     fn log<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) {
@@ -168,8 +195,15 @@ impl SlidingLog {
     /// The denial of `cost` read at `reading`, before a booking at `ring.newest`:
     /// nothing is admitted ahead of it (order of booking), so retry once it is due and
     /// the request fits then.
+    ///
+    /// A cost of 0 asks for nothing and is allowed, with nothing remaining: no request
+    /// is admitted before the booking is due.
+    #[cold]
     fn queued<S: Stamps>(&self, ring: &Ring<S>, reading: u64, cost: u32) -> Decision {
         let due = ring.newest;
+        if cost == 0 {
+            return Decision::allow(self.limit, 0, due + self.period - reading, 0);
+        }
         let nth_oldest = self.nth(ring, cost - 1);
         let fits_at = if self.expired(nth_oldest, due) {
             due
@@ -203,9 +237,10 @@ impl SlidingLog {
             nth_oldest + self.period
         };
         let wait = at - reading;
-        if wait > max_wait || at > HORIZON_NS {
-            return Err(wait);
+        if let Some(late) = super::booking::Late::check(wait, max_wait, at, reading) {
+            return Err(late);
         }
+        let prior = ring.entry(cost - 1);
         for i in 0..cost {
             let idx = ring.wrap(i);
             ring.ts.set(idx, at);
@@ -215,7 +250,7 @@ impl SlidingLog {
         ring.booked = at > reading;
         let active = self.active(ring, at);
         let decision = Decision::allow(self.limit, self.limit - active, self.period, 0);
-        let booking = Booking::Log { at, cost };
+        let booking = Booking::Log { at, cost, prior };
         Ok(Booked {
             wait,
             decision,
@@ -225,37 +260,33 @@ impl SlidingLog {
 
     /// Gives back a booking of `cost` entries at `at` while they are still the newest
     /// (no later booking depends on them): the ring steps back over them, and the
-    /// slots get a time no earlier than the entries they had overwritten (which had
-    /// left the window by `at`, and were no newer than the entry after them), so the
-    /// log never forgets an admission it held.
+    /// slots get back `prior`, the newest of the entries the booking overwrote. That
+    /// is exact when those entries had one time (a cost of 1, a key that had never
+    /// logged that many, a booking that overwrote one earlier booking); otherwise the
+    /// older ones come back at the newest one's time, a real admission's, never later:
+    /// the log never forgets an admission it held, never holds one that was not made,
+    /// and may hold an older one until its newer neighbour leaves (which matters only
+    /// after a `set_quota` lengthened the period: under the period it was booked in,
+    /// they had all left the window by `at`).
     pub(crate) fn refund<S: Stamps>(
         &self,
         ring: &mut Ring<S>,
         at: u64,
         cost: u32,
+        prior: u64,
         now: u64,
     ) -> bool {
         // The whole ring, not only the newest `limit` entries `set_quota` may have
         // narrowed the window to: the booking overwrote its oldest slots.
         let len = ring.len();
-        if ring.newest != at || (len - cost..len).any(|i| ring.entry(i) != at) {
+        if ring.newest != at || cost > len || (len - cost..len).any(|i| ring.entry(i) != at) {
             return false;
         }
-        // cost <= limit <= len: one wrap back.
+        // cost <= len: one wrap back.
         ring.head = ring.wrap(len - cost) as u32;
-        // The overwritten entries had left the window by `at`: at most `at − P`, or
-        // never used (EMPTY) when `at < P`.
-        let restored = match at.checked_sub(self.period) {
-            None => EMPTY,
-            Some(left) if cost == len => left,
-            Some(left) => match ring.entry(cost) {
-                EMPTY => EMPTY,
-                after => after.min(left),
-            },
-        };
         for i in 0..cost {
             let idx = ring.wrap(i);
-            ring.ts.set(idx, restored);
+            ring.ts.set(idx, prior);
         }
         ring.newest = ring.entry(len - 1);
         ring.booked = ring.newest != EMPTY && ring.newest > now;

@@ -115,11 +115,6 @@ impl<S: Stamps> Ring<S> {
         }
     }
 
-    /// The newest logged time (what an admission just logged).
-    pub(crate) fn newest(&self) -> u64 {
-        self.newest
-    }
-
     /// Forgets every admission (the ring becomes fresh), keeping its allocation.
     pub(crate) fn clear(&mut self) {
         self.head = 0;

@@ -2,7 +2,7 @@
 //! and multi-limit checks), refunds to the state a booking was made on, resets, and
 //! peeks.
 
-use super::{fp_of, pack, state_of, PackedTable, Placed, Scan};
+use super::{fp_of, pack, state_of, PackedTable, Placed, Scan, Stored};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::decision::Decision;
@@ -31,8 +31,16 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     ) -> Option<(Placed<R>, Origin)> {
         // Read before the state is loaded: every later event on the key numbers above it.
         let epoch = self.shards[self.geo.locate(h).shard].epoch();
-        let (placed, word) = self.run_from(None, h, now, insert, rate, f)?;
-        let (gen, class) = (generation::of(word), generation::class_of(word));
+        let (placed, stored) = self.run_from(None, h, now, insert, rate, f)?;
+        let (gen, class) = (
+            generation::of(stored.word),
+            generation::class_of(stored.word),
+        );
+        // A run that installed the key (into an empty slot, or over an idle or evicted
+        // entry) made the state it booked on: its generation's epoch is the install's,
+        // which may be above the one read before (a claim takes the next epoch), and
+        // every later event on the key numbers above the install.
+        let epoch = epoch.max(stored.installed);
         Some((placed, Origin::Slot { gen, class, epoch }))
     }
 
@@ -123,12 +131,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         insert: bool,
         rate: Option<Gcra>,
         mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Option<(Placed<R>, u64)> {
+    ) -> Option<(Placed<R>, Stored)> {
         let _writing = match rate.filter(Gcra::mixed) {
             Some(g) => Some(self.rates().write(&g)?),
             None => None,
         };
-        let mut key_word = 0;
+        let mut stored = Stored::default();
         let fp = generation::probe_word(h);
         let loc = self.geo.locate(h);
         let mut t = now();
@@ -139,8 +147,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             };
             match scan {
                 Scan::Found(i, w) => {
-                    if let Some((r, kw)) = self.update(i, fp, w, t, rate, &mut f) {
-                        return Some((Placed::Stored(r), kw));
+                    if let Some((r, word)) = self.update(i, fp, w, t, rate, &mut f) {
+                        return Some((Placed::Stored(r), Stored { word, installed: 0 }));
                     }
                 }
                 Scan::Absent { first_empty } => {
@@ -149,11 +157,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     t = self.shards[loc.shard].floor(t);
                     let (next, r) = f(0, t);
                     let Some(next) = next.filter(|_| insert) else {
-                        return Some((Placed::Absent(r), 0));
+                        return Some((Placed::Absent(r), Stored::default()));
                     };
                     if let Some(e) = first_empty {
                         let class = rate.map_or(0, |g| g.class());
-                        let kw = generation::word(fp, self.shards[loc.shard].epoch(), class);
+                        let installed = self.shards[loc.shard].epoch();
+                        let kw = generation::word(fp, installed, class);
                         if self
                             .slot(e)
                             .compare_exchange(
@@ -164,12 +173,15 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                             )
                             .is_ok()
                         {
-                            return Some((Placed::Stored(r), kw));
+                            let stored = Stored {
+                                word: kw,
+                                installed,
+                            };
+                            return Some((Placed::Stored(r), stored));
                         }
-                    } else if let Some(placed) =
-                        self.claim(fp, &loc, t, rate, &mut key_word, &mut f)
+                    } else if let Some(placed) = self.claim(fp, &loc, t, rate, &mut stored, &mut f)
                     {
-                        return Some((placed, key_word));
+                        return Some((placed, stored));
                     }
                 }
             }

@@ -2,7 +2,7 @@
 //! `Deny` and `Allow`, and the locked rescan that reclaims an idle entry or applies
 //! the `OnFull` policy.
 
-use super::{fp_of, pack, state_of, PackedTable, Placed, Survey};
+use super::{fp_of, pack, state_of, PackedTable, Placed, Stored, Survey};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::sync::{lock, Ordering};
@@ -33,11 +33,11 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         loc: &Location,
         now: u64,
         rate: Option<Gcra>,
-        key_word: &mut u64,
+        stored: &mut Stored,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<Placed<R>> {
         if self.on_full == OnFull::Evict {
-            return self.claim_locked(fp, loc, now, rate, key_word, f);
+            return self.claim_locked(fp, loc, now, rate, stored, f);
         }
         let params = self.params.get(0);
         let survey = self.survey(fp, loc, now, |s| params.idle_at(s));
@@ -45,7 +45,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             // Inserted meanwhile: start over (the scan will find it).
             Survey::Found => return None,
             // Something may be claimed: the locked claim decides what.
-            Survey::Free => return self.claim_locked(fp, loc, now, rate, key_word, f),
+            Survey::Free => return self.claim_locked(fp, loc, now, rate, stored, f),
             Survey::Live { soonest } => soonest,
         };
         let (next, fresh) = f(0, now);
@@ -102,7 +102,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         loc: &Location,
         now: u64,
         rate: Option<Gcra>,
-        key_word: &mut u64,
+        stored: &mut Stored,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<Placed<R>> {
         let shard = &self.shards[loc.shard];
@@ -133,22 +133,25 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 if generation::holds(fw, fp) {
                     // Inserted meanwhile (claims of this key are serialized by this
                     // lock, or were an empty-slot claim that finished before).
-                    return self.update(i, fp, w, now, rate, f).map(|(r, kw)| {
-                        *key_word = kw;
+                    return self.update(i, fp, w, now, rate, f).map(|(r, word)| {
+                        *stored = Stored { word, installed: 0 };
                         Placed::Stored(r)
                     });
                 }
                 // O(1) per entry, no step: the state is its own idle stamp, and its
-                // own eviction rank.
-                let state = match mixed {
-                    Some(g) => g.convert(
-                        state_of(w),
-                        self.rates.interval(generation::class_of(fw)),
-                        now,
-                    ),
-                    None => state_of(w),
+                // own eviction rank. In a table of several rates, what the entry used
+                // in tier 0's requests (its debt converted), then its own idle stamp:
+                // the converted state's time is not when the entry goes idle, so two
+                // entries that used as much are told apart by the real one.
+                let (idle_at, rank) = match mixed {
+                    Some(g) => {
+                        let tat = state_of(w);
+                        let interval = self.rates.interval(generation::class_of(fw));
+                        let used = g.convert(tat, interval, now);
+                        (g.idle_at(tat), u128::from(used) << 64 | u128::from(tat))
+                    }
+                    None => params.rank(state_of(w), &reading),
                 };
-                let (idle_at, rank) = params.rank(state, &reading);
                 if fw == 0 || idle_at <= now {
                     scan.free(wi, (i, w));
                 } else {
@@ -163,8 +166,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             return Some(Placed::Absent(fresh));
         };
         // A new generation, taken after the scan loaded the entries it may replace.
-        let kw = generation::word(fp, shard.next_epoch(), rate.map_or(0, |g| g.class()));
-        *key_word = kw;
+        let installed = shard.next_epoch();
+        let kw = generation::word(fp, installed, rate.map_or(0, |g| g.class()));
+        *stored = Stored {
+            word: kw,
+            installed,
+        };
         let install = |(i, old): (usize, u128)| {
             self.slot(i)
                 .compare_exchange(old, pack(kw, next), Ordering::AcqRel, Ordering::Acquire)

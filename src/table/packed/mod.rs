@@ -103,6 +103,17 @@ pub(crate) enum Placed<R> {
     Refused(Decision),
 }
 
+/// The key word a run left in the key's slot, and the shard epoch of the install when
+/// the run installed the key (0 when it updated a state already there): what a
+/// booking's [`Origin::Slot`](crate::reservation::Origin) is made of.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Stored {
+    /// The key word (tag, class, generation).
+    pub(super) word: u64,
+    /// The epoch the installed state's generation was taken from.
+    pub(super) installed: u64,
+}
+
 /// The outcome of a scan of a key's candidate groups.
 enum Scan {
     Found(usize, u128),

@@ -1,0 +1,140 @@
+//! Cancels and roll-backs as the README states them ("a roll-back gives back exactly
+//! what its booking took"; a cancel gives back "what no later booking depends on", as
+//! Go's x/time/rate `CancelAt` does), in the cases a differential fuzzer found them
+//! wrong (issue 27, items 4, 6 and 7).
+
+use std::time::Duration;
+use tollgate::{check_all, Algorithm, KeyedRateLimiter, Limit, ManualClock, Quota, RateLimiter};
+
+fn limiter(a: Algorithm, q: Quota, clock: &ManualClock) -> RateLimiter<ManualClock> {
+    RateLimiter::builder(a, q)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+/// A spent limiter: denies everything on a clock that never moves.
+fn wall() -> RateLimiter<ManualClock> {
+    let l = limiter(
+        Algorithm::FixedWindow,
+        Quota::per_hour(100),
+        &ManualClock::new(),
+    );
+    assert!(l.check_n(100).unwrap().is_allowed());
+    l
+}
+
+/// Issue 27, item 4: a cancel after `set_quota` lengthened the log's period must not
+/// forget the admission its booking overwrote (the log then held it for the whole new
+/// period): two admissions within one hour under `per_hour(1)` is one too many.
+#[test]
+fn a_log_cancel_after_a_longer_period_keeps_the_admissions_it_overwrote() {
+    let clock = ManualClock::new();
+    let log = limiter(Algorithm::SlidingLog, Quota::per_second(1), &clock);
+    assert!(log.check().is_allowed());
+    clock.advance(Duration::from_secs(2));
+    let r = log.reserve(1, Duration::ZERO).unwrap();
+    log.set_quota(Quota::per_hour(1)).unwrap();
+    r.cancel();
+    assert!(
+        !log.check().is_allowed(),
+        "README: the sliding log admits at most `limit` in every interval (t - P, t]"
+    );
+    // The same on a key of a keyed table.
+    let clock = ManualClock::new();
+    let keyed = KeyedRateLimiter::<u64, _>::builder(Algorithm::SlidingLog, Quota::per_second(1))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert!(keyed.check(&1).is_allowed());
+    clock.advance(Duration::from_secs(2));
+    let r = keyed.reserve(&1, 1, Duration::ZERO).unwrap();
+    keyed.set_quota(Quota::per_hour(1)).unwrap();
+    r.cancel();
+    assert!(
+        !keyed.check(&1).is_allowed(),
+        "keyed: at most `limit` in (t - P, t]"
+    );
+}
+
+/// Issue 27, item 4: a denied `check_all` rolls the log back to what it was, writing no
+/// timestamp that was never a request: after a later `set_quota` to a longer period
+/// the key still has its whole quota.
+#[test]
+fn a_log_roll_back_writes_no_timestamp_that_was_never_a_request() {
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(5));
+    let log = limiter(Algorithm::SlidingLog, Quota::per_second(2), &clock);
+    let wall = wall();
+    assert!(!check_all(&[&log as &dyn Limit, &wall], 2)
+        .unwrap()
+        .is_allowed());
+    log.set_quota(Quota::per_hour(2)).unwrap();
+    let d = log.peek_n(2).unwrap();
+    assert!(d.is_allowed(), "nothing was ever admitted, yet {d:?}");
+}
+
+/// Issue 27, item 4: a cancel made before its booking is due leaves the log as if the
+/// booking had never been made: the key is not held until the booking's time.
+#[test]
+fn a_log_cancel_before_its_booking_is_due_frees_the_key_now() {
+    let clock = ManualClock::new();
+    let log = limiter(Algorithm::SlidingLog, Quota::per_second(2), &clock);
+    assert!(log.check().is_allowed());
+    clock.advance(Duration::from_millis(500));
+    assert!(log.check().is_allowed());
+    let r = log.reserve(1, Duration::from_secs(2)).unwrap();
+    assert_eq!(r.wait_time(), Duration::from_millis(500));
+    r.cancel();
+    clock.advance(Duration::from_millis(600)); // the first admission has left
+    assert!(
+        log.check().is_allowed(),
+        "the cancelled booking held the key"
+    );
+}
+
+/// Issue 27, item 6: a cancel after an earlier reservation's cancel still gives back
+/// what no later booking depends on (x/time/rate gives the last booking back whole).
+#[test]
+fn a_token_bucket_cancel_after_an_earlier_cancel_gives_back_its_share() {
+    let clock = ManualClock::new();
+    let l = limiter(
+        Algorithm::TokenBucket,
+        Quota::per_second(1).with_burst(3),
+        &clock,
+    );
+    assert!(l.check_n(3).unwrap().is_allowed());
+    let r1 = l.reserve(3, Duration::from_secs(60)).unwrap();
+    let r2 = l.reserve(1, Duration::from_secs(60)).unwrap();
+    r1.cancel(); // gives back 2: r2 depends on one of its 3
+    assert_eq!(l.peek_n(0).unwrap().reset_after(), Duration::from_secs(5));
+    r2.cancel(); // nothing later depends on r2: all of it
+    assert_eq!(l.peek_n(0).unwrap().reset_after(), Duration::from_secs(4));
+}
+
+/// Issue 27, item 7: cancelling a fixed-window booking made into a later window gives
+/// the key back its current window, and the decisions agree with each other.
+#[test]
+fn a_fixed_window_cancel_into_a_later_window_restores_the_current_one() {
+    for keyed in [false, true] {
+        let clock = ManualClock::new();
+        let one = limiter(Algorithm::FixedWindow, Quota::per_second(3), &clock);
+        let many =
+            KeyedRateLimiter::<u64, _>::builder(Algorithm::FixedWindow, Quota::per_second(3))
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+        let check = || if keyed { many.check(&1) } else { one.check() };
+        assert!(check().is_allowed());
+        let r = if keyed {
+            many.reserve(&1, 3, Duration::from_secs(2)).unwrap()
+        } else {
+            one.reserve(3, Duration::from_secs(2)).unwrap()
+        };
+        assert_eq!(r.wait_time(), Duration::from_secs(1));
+        r.cancel();
+        let d = check();
+        assert!(d.is_allowed(), "keyed {keyed}: {d:?}");
+        assert_eq!(d.remaining(), 1, "keyed {keyed}");
+    }
+}
