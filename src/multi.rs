@@ -191,8 +191,8 @@ pub(crate) mod sealed {
         /// What deciding `n` now would give, consuming nothing (the same error).
         fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity>;
         /// Whether `check_all` books this limit after every limit that returns `false`
-        /// (the leaky bucket: a booking behind which others were scheduled cannot be
-        /// rolled back without moving their spacing, so it is booked only once every
+        /// (the leaky bucket: rolling back a booking behind which others were scheduled
+        /// narrows the spacing of the next release, so it is booked only once every
         /// other kind of limit has admitted).
         fn books_last(&self) -> bool;
     }
@@ -231,10 +231,16 @@ const INLINE: usize = 4;
 /// same limit in between (for the buckets, the booking's debt still outstanding: all
 /// of it, as the roll-back follows at once), and only to the state it was booked on
 /// (nothing after a `reset` of the key, nor after a quota change converted a bucket's
-/// state to another rate: the booking was converted with the rest). A concurrent check may see a limit briefly
-/// fuller than it ends up: never emptier. The leaky bucket keeps a release slot that
-/// a later slot was booked behind (its releases stay spaced). Limits that come after
-/// the one that denied are only peeked.
+/// state to another rate: the booking was converted with the rest). A concurrent check
+/// may see a limit briefly fuller than it ends up: never emptier. Limits that come
+/// after the one that denied are only peeked.
+///
+/// Leaky buckets are booked after every other limit (the decisions are still reported
+/// in the order given), so a denial by any other kind of limit never touches them. A
+/// leaky bucket rolled back because a later leaky bucket denied gets its slot back
+/// whole even when other requests were scheduled behind it meanwhile: they keep their
+/// release times, and the next request takes the time given back (two releases may
+/// then come closer than the spacing, by at most that slot).
 ///
 /// # Errors
 ///

@@ -1,7 +1,9 @@
 //! Loom models of the verbs built on the cells' and tables' compare-and-swap: a
 //! reservation and its cancel racing a check, two all-or-nothing multi-limit checks
 //! booking and rolling back on the same limits in opposite orders, a roll-back racing
-//! a check (exact), and a cancel racing a reset of its key (nothing to the fresh state).
+//! a check (exact, every algorithm), a cancel racing a reset of its key (nothing to the
+//! fresh state), and a roll-back of a booking that installed its key over an idle entry
+//! racing a check of that key (exact).
 //!
 //! Run: `RUSTFLAGS="--cfg tollgate_loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p tollgate-loom-tests --release`
 #![cfg(tollgate_loom)]
@@ -109,17 +111,12 @@ fn multi_limit_book_and_roll_back_never_over_admits() {
 /// plain check is admitted on the first limit (capacity 2, clock frozen): whatever the
 /// interleaving, the roll-back gives back exactly what it took, so the first limit ends
 /// with exactly the plain check counted. (Before roll-backs were exact, a check landing
-/// between the booking and the roll-back made the roll-back give back nothing.) The
-/// leaky bucket keeps a slot booked behind (its releases stay spaced), so it is not
-/// modelled here.
+/// between the booking and the roll-back made the roll-back give back nothing; and a
+/// leaky bucket kept a slot that another was booked behind.) The denier is of the same
+/// kind, so a leaky bucket is booked before it.
 #[test]
 fn roll_back_racing_a_check_gives_back_exactly_its_own() {
-    for algorithm in [
-        Algorithm::TokenBucket,
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-    ] {
+    for algorithm in Algorithm::ALL {
         loom::model(move || {
             let first = Arc::new(
                 RateLimiter::builder(algorithm, Quota::per_second(2))
@@ -228,6 +225,46 @@ fn roll_back_racing_a_rate_change_never_gives_back_more_than_its_own() {
             assert!(
                 owed == own || owed == kept,
                 "{from:?} -> {to:?}: owes {owed:?}, not {own:?} (rolled back) or {kept:?}"
+            );
+        });
+    }
+}
+
+/// A multi-limit check whose booking installs a new key in a full table, over an idle
+/// entry (issue 27, item 1), races a plain check of the same key; the other limit
+/// denies. Whatever the interleaving, the roll-back gives back exactly what it took:
+/// the key admits again exactly when the plain check was denied. (The booking's
+/// generation is the claim's, taken after the epoch the booking read first; a refund
+/// that compared it with that earlier epoch gave nothing back.)
+#[test]
+fn roll_back_of_a_booking_that_claimed_an_idle_slot_gives_back_exactly() {
+    for algorithm in [Algorithm::TokenBucket, Algorithm::FixedWindow] {
+        loom::model(move || {
+            let clock = ManualClock::new();
+            let l = Arc::new(
+                KeyedRateLimiter::<u64, _>::builder(algorithm, Quota::per_second(1))
+                    .max_keys(1)
+                    .hash_seed(1)
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap(),
+            );
+            assert!(l.check(&100).is_allowed());
+            assert!(l.check(&101).is_allowed());
+            clock.advance(Duration::from_secs(2)); // both idle, no empty slot
+            let denier = one_per_second(algorithm);
+            assert!(denier.check().is_allowed());
+            let plain = {
+                let l = l.clone();
+                thread::spawn(move || l.check(&3).is_allowed())
+            };
+            let d = check_all(&[&l.limit(&3) as &dyn Limit, &denier], 1).unwrap();
+            assert!(!d.is_allowed());
+            let b_admitted = plain.join().unwrap();
+            assert_eq!(
+                l.check(&3).is_allowed(),
+                !b_admitted,
+                "{algorithm:?}: the plain check admitted = {b_admitted}"
             );
         });
     }

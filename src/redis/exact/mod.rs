@@ -265,12 +265,14 @@ impl RedisRateLimiter {
     ///
     ///   The conversion is **lazy**: the Redis state is shared by instances that switch
     ///   quota each at its own moment, so there is no one instant to convert at. Each
-    ///   decision converts at its own time; the first admission under the new quota
-    ///   stores the converted state with its interval (one `SET`, with the key's TTL).
-    ///   Denials and peeks (cost 0) convert for their answer and write nothing, so until
-    ///   that admission the stored debt keeps being paid off at the rate that wrote it
-    ///   (after a lowered rate, faster in the new quota's requests than the in-process
-    ///   engine, which converts at the change). A debt past 2^50 µs beyond the new
+    ///   decision converts at its own time; the first admission or denial under the new
+    ///   quota stores the converted state with its interval (one `SET`, with the key's
+    ///   TTL; a denial takes nothing: the same debt, counted in the new quota's
+    ///   requests), as the in-process tables do. Peeks (cost 0) convert for their answer
+    ///   and write nothing, so until the first request under the new quota the stored
+    ///   debt keeps being paid off at the rate that wrote it (after a lowered rate,
+    ///   faster in the new quota's requests than the in-process engine, which converts
+    ///   at the change). A debt past 2^50 µs beyond the new
     ///   burst × interval (35 years) is capped there. State written by a version that
     ///   did not store the interval (a bare time) is read as written under the current
     ///   one, as that version read it.
