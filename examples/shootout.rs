@@ -126,6 +126,7 @@ fn main() {
         return;
     }
     let started = Instant::now();
+    let load_before = load_average();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut thread_counts = vec![1, cores];
     thread_counts.dedup();
@@ -174,6 +175,8 @@ fn main() {
     }
     rows.extend(new_keys(&thread_counts, started));
     print_table(&rows);
+    print_verdicts(&rows);
+    print_load(load_before, load_average(), cores);
     print_legend(cores);
     println!(
         "\nTotal time {:.1} s. BENCHMARKS.md explains these figures and records quiet runs.",
@@ -364,6 +367,75 @@ fn print_table(rows: &[Row]) {
             ratio,
             floors,
             mem
+        );
+    }
+}
+
+/// Whether a row is a peer (not tollgate, not a floor).
+fn is_peer(r: &Row) -> bool {
+    !r.limiter.starts_with("tollgate") && !r.limiter.starts_with("floor")
+}
+
+/// One line per workload and thread count: tollgate's keyed token bucket (each `OnFull`
+/// policy on the flood) against the fastest peer of the same run, as a ratio of times.
+fn print_verdicts(rows: &[Row]) {
+    println!("\nVerdict (tollgate's keyed token bucket against the fastest peer in this run):");
+    for r in rows
+        .iter()
+        .filter(|r| r.limiter.starts_with("tollgate token bucket"))
+    {
+        let best = rows
+            .iter()
+            .filter(|p| p.workload == r.workload && p.threads == r.threads && is_peer(p))
+            .min_by(|a, b| a.ns.total_cmp(&b.ns));
+        let Some(best) = best else { continue };
+        let ratio = r.ns / best.ns;
+        let verdict = if ratio < 0.97 {
+            "tollgate faster"
+        } else if ratio > 1.03 {
+            "tollgate slower"
+        } else {
+            "even (within 3 %)"
+        };
+        println!(
+            "- {}, {} thread{}: {} {} vs {} {}: {:.2}× ({verdict})",
+            r.workload,
+            r.threads,
+            if r.threads == 1 { "" } else { "s" },
+            r.limiter,
+            fmt_ns(r.ns),
+            best.limiter,
+            fmt_ns(best.ns),
+            ratio,
+        );
+    }
+}
+
+/// The 1-minute load average (`/proc/loadavg`), where the OS offers it.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The load before and after the run, and a warning when other work shared the
+/// machine (before: above half a core's worth; after: above what the run's own threads
+/// account for), since then absolute times and even the ratios move.
+fn print_load(before: Option<f64>, after: Option<f64>, cores: usize) {
+    let (Some(before), Some(after)) = (before, after) else {
+        return;
+    };
+    println!(
+        "\nLoad average (1 min): {before:.2} before the run, {after:.2} after it, {cores} cores."
+    );
+    if before > 0.5 || after > cores as f64 + 0.5 {
+        println!(
+            "WARNING: the machine was busy with other work: times are inflated and ratios \
+             can flip between runs. Compare ratios within one run, and run again on a quiet \
+             machine for figures to quote."
         );
     }
 }

@@ -7,9 +7,10 @@ use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
 use crate::reservation::Origin;
-use crate::store::{self, Booked1, KeyedStore, Reserved1, Store};
+use crate::store::{Booked1, KeyedStore, Reserved1, Store};
 use crate::table::counters::Totals;
 use crate::table::packed::{PackedTable, Placed};
+use crate::table::tiers;
 
 impl<A: PackedAlgorithm> Store for PackedTable<A> {
     type Params = A;
@@ -49,7 +50,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         params: A,
     ) -> Result<Booked1, InsufficientCapacity> {
         let reload = || self.tiers().get(tier);
-        store::fresh(params, n, reload, A::burst, |p| {
+        tiers::fresh(params, n, reload, A::burst, |p| {
             self.book_with(h, &now, n, p)
         })
     }
@@ -64,7 +65,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         params: A,
     ) -> Result<Reserved1, InsufficientCapacity> {
         let reload = || self.tiers().get(tier);
-        store::fresh(params, n, reload, A::burst, |params| {
+        tiers::fresh(params, n, reload, A::burst, |params| {
             self.run_booked(h, &now, true, params.gcra(), |state, t| {
                 let (next, r) = params.reserve(state, t, n, limit);
                 (next, r.map(|b| (b, t)))

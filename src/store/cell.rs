@@ -17,6 +17,7 @@ use crate::error::{ConfigError, InsufficientCapacity};
 use crate::reservation::Origin;
 use crate::sync::Swap;
 use crate::table::packed::Placed;
+use crate::table::tiers;
 
 /// A `RateLimiter`'s store, of its algorithm's kind.
 pub(crate) type CellStore =
@@ -123,7 +124,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
             .decide(p.params, now(), cost, &now, self.since(&p))
         {
             Some(d) => Some(d),
-            None => super::fresh_again(
+            None => tiers::fresh_again(
                 cost,
                 || self.params(0),
                 |p| p.params.burst(),
@@ -154,7 +155,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
                 .decide_booked(&p.params, now(), n, &now, self.since(&p))?;
             Some((Placed::Stored(booked), origin(&p.params)))
         };
-        super::fresh(p, n, || self.params(0), |p| p.params.burst(), book)
+        tiers::fresh(p, n, || self.params(0), |p| p.params.burst(), book)
     }
 
     fn reserve(
@@ -171,7 +172,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
             let reserved = self.cell.reserve(&p.params, t, n, limit, self.since(&p))?;
             Some((Placed::Stored(reserved.map(|b| (b, t))), origin(&p.params)))
         };
-        super::fresh(p, n, || self.params(0), |p| p.params.burst(), reserve)
+        tiers::fresh(p, n, || self.params(0), |p| p.params.burst(), reserve)
     }
 
     fn refund(&self, _h: u64, booking: &Booking, origin: Origin, now: u64, always: bool) {

@@ -60,42 +60,6 @@ pub(crate) type Booked1 = (Placed<(Decision, Booking)>, Origin);
 /// the wait that exceeded the bound) and the state it was booked on.
 pub(crate) type Reserved1 = (Placed<Result<(Booked, u64), Late>>, Origin);
 
-/// `f` with the parameters `p`; when they went stale under it (`None`, see [`Store`]),
-/// again with fresh ones ([`fresh_again`]).
-#[inline(always)]
-pub(crate) fn fresh<P, R>(
-    p: P,
-    cost: u32,
-    reload: impl Fn() -> P,
-    burst: impl Fn(&P) -> u32,
-    mut f: impl FnMut(P) -> Option<R>,
-) -> Result<R, InsufficientCapacity> {
-    match f(p) {
-        Some(r) => Ok(r),
-        None => fresh_again(cost, reload, burst, f),
-    }
-}
-
-/// `f` with the parameters `reload()` reads, again for as long as they go stale under
-/// it, out of the hot path: `Err` when `cost` exceeds their burst (the request no
-/// longer fits the quota now in force).
-#[cold]
-#[inline(never)]
-pub(crate) fn fresh_again<P, R>(
-    cost: u32,
-    reload: impl Fn() -> P,
-    burst: impl Fn(&P) -> u32,
-    mut f: impl FnMut(P) -> Option<R>,
-) -> Result<R, InsufficientCapacity> {
-    loop {
-        let p = reload();
-        InsufficientCapacity::check(cost, burst(&p))?;
-        if let Some(r) = f(p) {
-            return Ok(r);
-        }
-    }
-}
-
 /// What the verbs need of a limiter's state: each verb written once over it (see
 /// `verbs`). `h` is the key's hash (ignored by a single cell).
 ///

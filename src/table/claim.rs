@@ -2,8 +2,6 @@
 //! ranks a key's candidates, the refusal of a full table, and the claim locks.
 
 use crate::decision::Decision;
-#[cfg(doc)]
-use crate::keyed::Stats;
 use crate::sync::Mutex;
 
 /// What a [`KeyedRateLimiter`](crate::KeyedRateLimiter) does with a new key when every slot it may use holds a
@@ -40,17 +38,17 @@ pub enum OnFull {
     /// Forget the entry whose loss can over-admit least, what it has used (a bucket's
     /// debt, a window's count, the log's entries in the period; of equals, the one that
     /// goes idle soonest), and track the new key in its place; counted in
-    /// [`Stats::evictions`]. A throttled key is never forgotten while an entry that has
+    /// [`Stats::evictions`](crate::Stats::evictions). A throttled key is never forgotten while an entry that has
     /// used less can go.
     #[default]
     Evict,
     /// Refuse the new key: a flood of new keys can never reset a throttled one.
     /// The denial's [`retry_after`](Decision::retry_after) is the soonest time an
     /// entry in the key's groups frees its quota (a hint: other new keys may take the
-    /// slot first). Counted in [`Stats::refused`] (and [`Stats::rejected`]).
+    /// slot first). Counted in [`Stats::refused`](crate::Stats::refused) (and [`Stats::rejected`](crate::Stats::rejected)).
     Deny,
     /// Admit the new key's request without tracking it; counted in
-    /// [`Stats::untracked`] (and [`Stats::allowed`]).
+    /// [`Stats::untracked`](crate::Stats::untracked) (and [`Stats::allowed`](crate::Stats::allowed)).
     Allow,
 }
 

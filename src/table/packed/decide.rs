@@ -168,7 +168,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         let mut absent = absent;
         let reload = || self.tiers().get(tier);
         let run = |p| self.decide_run(h, &now, cost, p, absent.take());
-        crate::store::fresh(params, cost, reload, A::burst, run).ok()
+        crate::table::tiers::fresh(params, cost, reload, A::burst, run).ok()
     }
 
     /// One run of [`decide_slow`](Self::decide_slow) with `params`; `None` when they
