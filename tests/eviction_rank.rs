@@ -316,7 +316,7 @@ fn tiers_tied_in_requests_evict_the_soonest_idle() {
             .clock(clock.clone())
             .build()
             .unwrap();
-        let slots = l.stats().slots as u64;
+        let slots = l.stats().slots;
         let (slow, fast) = (l.tier(1).unwrap(), l.tier(0).unwrap());
         // Fill every slot: the hourly key first or last in the scan's order.
         let others: Vec<u64> = (100..100 + slots - 2).collect();
@@ -330,7 +330,7 @@ fn tiers_tied_in_requests_evict_the_soonest_idle() {
         if !keyed_first {
             assert!(slow.check_n(&3, 2).unwrap().is_allowed());
         }
-        assert_eq!(l.stats().occupied as u64, slots);
+        assert_eq!(l.stats().occupied, slots);
         assert!(fast.check(&7).is_allowed()); // a new key: one eviction
         assert_eq!(l.stats().evictions, 1);
         assert_eq!(
