@@ -186,10 +186,20 @@ impl<C: Clock> RateLimiter<C> {
     /// state without asking for anything, so it is always "allowed"; `peek` asks for
     /// one.) Another caller may take the capacity between a peek and a check.
     ///
+    /// Its [`remaining`](Decision::remaining) is, as for every decision, what would be
+    /// left *after* that request: on a fresh 5-per-hour limiter after one check,
+    /// `peek().remaining()` is 3. What is left now is [`peek_n(0)`](Self::peek_n)'s
+    /// (4 there).
+    ///
     /// # Example
     ///
     /// ```
     /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let five = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_hour(5)).build()?;
+    /// assert!(five.check().is_allowed());
+    /// assert_eq!(five.peek().remaining(), 3); // left after the request it asks about
+    /// assert_eq!(five.peek_n(0)?.remaining(), 4); // left now
+    ///
     /// let l = RateLimiter::builder(Algorithm::SlidingLog, Quota::per_hour(1)).build()?;
     /// assert!(l.peek().is_allowed());
     /// assert!(l.peek().is_allowed()); // nothing was consumed
@@ -197,7 +207,7 @@ impl<C: Clock> RateLimiter<C> {
     /// let p = l.peek();
     /// assert!(!p.is_allowed());
     /// assert!(p.retry_after().is_some());
-    /// # Ok::<(), tollgate::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use = "a peek changes nothing; it only reports"]
     pub fn peek(&self) -> Decision {

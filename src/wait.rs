@@ -160,7 +160,7 @@ impl<C: Clock> RateLimiter<C> {
     }
 
     /// Blocks the calling thread until a request of cost `n` may proceed (booked
-    /// first, as [`until_ready`](Self::until_ready) does), plus a random delay below
+    /// first, as `until_ready` does with the `tokio` feature), plus a random delay below
     /// `jitter`.
     ///
     /// # Errors
@@ -282,7 +282,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     ///
     /// # Errors
     ///
-    /// As [`until_n_ready`](Self::until_n_ready).
+    /// [`ReserveError::InsufficientCapacity`] when `n` can never fit.
     ///
     /// # Example
     ///

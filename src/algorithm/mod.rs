@@ -43,7 +43,7 @@ pub(crate) const SLIDING_LOG_MAX_LIMIT: u32 = 1 << 16;
 /// |---|---|---|
 /// | `TokenBucket` | GCRA: at most `burst + t/T` in any span `t`, `T = period/limit` | 8 bytes |
 /// | `LeakyBucket` | admits as `TokenBucket`, and [`Decision::delay`](crate::Decision::delay) spaces releases by `T` | 8 bytes |
-/// | `FixedWindow` | at most `limit` per aligned window `[k·P, (k+1)·P)` | 8 bytes |
+/// | `FixedWindow` | at most `limit` per window `[k·P, (k+1)·P)` from the clock's zero ([wall-aligned on `SystemClock`](Algorithm::FixedWindow)) | 8 bytes |
 /// | `SlidingWindow` | weighted counter: `prev·(P−e)/P + curr ≤ limit` | 8 bytes |
 /// | `SlidingLog` | exact: at most `limit` in every interval `(t−P, t]` | `8 × limit` bytes |
 ///
@@ -65,7 +65,37 @@ pub enum Algorithm {
     /// The shaper: admits what `TokenBucket` admits and says how long to delay each
     /// admitted request so releases are evenly spaced (nginx `limit_req` with `burst`).
     LeakyBucket,
-    /// At most `limit` per window, windows aligned to the clock's zero.
+    /// At most `limit` per window, windows `[k·P, (k+1)·P)` counted from the clock's zero.
+    ///
+    /// The zero is the clock's: for the default [`QuantaClock`](crate::QuantaClock) and
+    /// for [`ManualClock`](crate::ManualClock) it is when the clock was made (for the
+    /// default clock, when the limiter's builder was), so a `per_minute` window runs
+    /// from the limiter's start, not from the minute on the wall clock: a key that used
+    /// up its minute ten seconds after start-up is told to retry in about fifty seconds. For windows on the
+    /// wall clock (every `per_minute` window starting on a whole UTC minute, as in
+    /// tollgate-server and the Redis mode on Redis `TIME`), build on
+    /// [`SystemClock`](crate::SystemClock), whose zero is the Unix epoch:
+    ///
+    /// ```
+    /// use std::time::{SystemTime, UNIX_EPOCH};
+    /// use tollgate::{Algorithm, Quota, RateLimiter, SystemClock};
+    ///
+    /// let limiter = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(3))
+    ///     .clock(SystemClock::new())
+    ///     .build()?;
+    /// let denied = loop {
+    ///     let d = limiter.check();
+    ///     if !d.is_allowed() {
+    ///         break d;
+    ///     }
+    /// };
+    /// // The window ends on the next whole minute of the wall clock.
+    /// let into_minute = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() % 60_000_000_000;
+    /// let retry = denied.retry_after().expect("a denial says when").as_nanos();
+    /// let off = (into_minute + retry) % 60_000_000_000; // 0, up to the time between the two readings
+    /// assert!(off < 1_000_000_000 || off > 59_000_000_000, "{off} ns off a whole minute");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     FixedWindow,
     /// Sliding window counter: the previous window's count, weighted by how much of it
     /// still overlaps the sliding period, plus the current count.

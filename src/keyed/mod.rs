@@ -117,6 +117,11 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// inserting nothing (a key the table does not hold is reported as fresh). Another
     /// caller may take the capacity between a peek and a check.
     ///
+    /// Its [`remaining`](crate::Decision::remaining) is, as for every decision, what
+    /// would be left *after* that request (after one check on a 5-per-hour key,
+    /// `peek(&key).remaining()` is 3); what is left now is
+    /// [`peek_n(&key, 0)`](Self::peek_n)'s (4 there).
+    ///
     /// # Example
     ///
     /// ```
