@@ -48,10 +48,15 @@ impl Trace {
     }
 
     pub fn dump(&self) -> String {
-        let from = self.lines.len().saturating_sub(24);
+        let from = self.lines.len().saturating_sub(24).max(1);
         let mut s = String::new();
-        if from > 0 {
-            s.push_str(&format!("  ... {} earlier operations\n", from));
+        if let Some(first) = self.lines.first() {
+            s.push_str("  ");
+            s.push_str(first);
+            s.push('\n');
+        }
+        if from > 1 {
+            s.push_str(&format!("  ... {} earlier operations\n", from - 1));
         }
         for l in &self.lines[from..] {
             s.push_str("  ");
@@ -81,7 +86,8 @@ pub fn start() {
 }
 
 /// Panics with the README sentence when `cond` fails; with `TOLLGATE_FUZZ_SKIP` set to
-/// `|`-separated substrings, a violation whose message holds one of them ends the run
+/// `|`-separated alternatives (each `&`-separated substrings that must all occur), a
+/// violation whose message matches one ends the run
 /// quietly instead (for looking past known bugs).
 #[track_caller]
 pub fn promise(cond: bool, quote: &str, detail: std::fmt::Arguments<'_>, trace: &Trace) {
@@ -90,7 +96,7 @@ pub fn promise(cond: bool, quote: &str, detail: std::fmt::Arguments<'_>, trace: 
     }
     if !cond {
         let msg = format!("{quote}\n  violated: {detail}\n{}", trace.dump());
-        if SKIP.with(|k| k.iter().any(|k| msg.contains(k.as_str()))) {
+        if SKIP.with(|k| k.iter().any(|k| k.split('&').all(|part| msg.contains(part)))) {
             STOPPED.with(|s| s.set(true));
             return;
         }
