@@ -46,6 +46,7 @@ enum Op {
     CheckN(Num),
     Reserve(Num, Num),
     Advance(Num),
+    SetQuota(Num, Num, Option<Num>),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -80,7 +81,9 @@ fn refused(algo: Algo, limit: u64, period: u64, burst: Option<u64>) -> Option<&'
     let p4 = u128::from(period) * 4;
     match algo {
         Algo::Fixed if p4 <= 1u128 << c => Some("FixedWindow: the period must exceed 2^(c−2) ns"),
-        Algo::Sliding if p4 <= 1u128 << (2 * c) => Some("SlidingWindow: the period must exceed 2^(2c−2) ns"),
+        Algo::Sliding if p4 <= 1u128 << (2 * c) => {
+            Some("SlidingWindow: the period must exceed 2^(2c−2) ns")
+        }
         Algo::Log if limit > 65_536 => Some("a `SlidingLog` limit above 65,536"),
         _ => None,
     }
@@ -99,17 +102,25 @@ fn run(input: Input) {
     let start = input.start.get(u64::MAX);
     clock.set(Duration::from_nanos(start));
     let mut trace = Trace::default();
-    trace.push(format!("build {algo:?} limit {limit} period {period} ns burst {burst:?}, clock at {start} ns"));
-    let built = RateLimiter::builder(algo.engine(), q).clock(clock.clone()).build();
+    trace.push(format!(
+        "build {algo:?} limit {limit} period {period} ns burst {burst:?}, clock at {start} ns"
+    ));
+    let built = RateLimiter::builder(algo.engine(), q)
+        .clock(clock.clone())
+        .build();
     let why = refused(algo, limit, period, burst);
     promise(
         built.is_err() == why.is_some(),
         BOUNDS,
-        format_args!("build gave {:?}; the README: {}", built.as_ref().err(), why.unwrap_or("accepted")),
+        format_args!(
+            "build gave {:?}; the README: {}",
+            built.as_ref().err(),
+            why.unwrap_or("accepted")
+        ),
         &trace,
     );
     let Ok(l) = built else { return };
-    let p = Params {
+    let mut p = Params {
         algo,
         limit: limit as u32,
         period: u128::from(period),
@@ -126,6 +137,49 @@ fn run(input: Input) {
         // Exact while every time the model forms stays below the horizon.
         let exact = t + 4 * p.period + u128::from(p.cap()) * p.t() < HORIZON;
         match op {
+            Op::SetQuota(nl, np, nb) => {
+                let (nl, np, nb) = (
+                    nl.get(u64::from(u32::MAX)),
+                    np.get(u64::MAX),
+                    nb.as_ref().map(|b| b.get(u64::from(u32::MAX))),
+                );
+                let mut nq = Quota::new(nl as u32, Duration::from_nanos(np));
+                if let Some(b) = nb {
+                    nq = nq.with_burst(b as u32);
+                }
+                let got = l.set_quota(nq);
+                trace.push(format!(
+                    "t={t} set_quota(limit {nl}, period {np} ns, burst {nb:?}) -> {got:?}"
+                ));
+                let why = refused(algo, nl, np, nb).or_else(|| match algo {
+                    Algo::Fixed | Algo::Sliding if u128::from(np) != p.period => Some("README: \"the period itself is fixed at build (`ConfigError::PeriodChange`)\""),
+                    Algo::Log if nl > limit => Some("README: \"its rings keep the size they were built with (`ConfigError::LogBeyondRing` above it)\""),
+                    _ => None,
+                });
+                if algo == Algo::Log && u128::from(np) != p.period && why.is_none() {
+                    break; // a log's period change is not stated: stop here whatever the answer
+                }
+                promise(
+                    got.is_err() == why.is_some(),
+                    BOUNDS,
+                    format_args!(
+                        "set_quota gave {got:?}; the README: {}",
+                        why.unwrap_or("accepted")
+                    ),
+                    &trace,
+                );
+                if got.is_err() {
+                    continue;
+                }
+                let np = Params {
+                    algo,
+                    limit: nl as u32,
+                    period: u128::from(np),
+                    burst: nb.unwrap_or(nl) as u32,
+                };
+                m.convert(t, &np);
+                p = np;
+            }
             Op::Advance(d) => {
                 let d = d.get(1 << 62);
                 clock.advance(Duration::from_nanos(d));
@@ -138,34 +192,77 @@ fn run(input: Input) {
                 trace.push(format!("t={t} check_n({n}) -> {got:?}"));
                 let e = m.check(t, n, &p);
                 match (e, got) {
-                    (Some(e), Ok(d)) if exact && n > 0 => decision(algo, None, "check_n", &d, &e, &trace),
+                    (Some(e), Ok(d)) if exact && n > 0 => {
+                        decision(algo, None, "check_n", &d, &e, &trace)
+                    }
                     (Some(_), Ok(_)) => {}
-                    (e, got) => promise(e.is_none() && got.is_err(), check::CANNOT_FIT, format_args!("check_n({n}) gave {got:?}, cap {}", p.cap()), &trace),
+                    (e, got) => promise(
+                        e.is_none() && got.is_err(),
+                        check::CANNOT_FIT,
+                        format_args!("check_n({n}) gave {got:?}, cap {}", p.cap()),
+                        &trace,
+                    ),
                 }
             }
             Op::Reserve(n, mw) => {
                 let n = n.get(u64::from(u32::MAX)) as u32;
                 let mw = mw.get(u64::MAX);
                 let got = l.reserve(n, Duration::from_nanos(mw));
-                trace.push(format!("t={t} reserve({n}, {mw}) -> {:?}", got.as_ref().map(|r| r.wait_time())));
+                trace.push(format!(
+                    "t={t} reserve({n}, {mw}) -> {:?}",
+                    got.as_ref().map(|r| r.wait_time())
+                ));
                 if let Err(ReserveError::TooLong { wait, max_wait }) = &got {
                     let bound = Duration::from_nanos(mw).min(Reservation::MAX_WAIT);
                     promise(wait > max_wait && *max_wait == bound, check::TOO_LONG, format_args!("TooLong {{ wait: {wait:?}, max_wait: {max_wait:?} }} for max_wait {mw} ns"), &trace);
                 }
-                let e = m.reserve(t, n, u128::from(mw).min(Reservation::MAX_WAIT.as_nanos()), &p);
+                let e = m.reserve(
+                    t,
+                    n,
+                    u128::from(mw).min(Reservation::MAX_WAIT.as_nanos()),
+                    &p,
+                );
                 match (e, got) {
                     (Reserved::Insufficient, Err(ReserveError::InsufficientCapacity(_))) => {}
-                    (Reserved::Insufficient, got) | (_, got @ Err(ReserveError::InsufficientCapacity(_))) => {
-                        promise(false, check::CANNOT_FIT, format_args!("reserve({n}) gave {:?}, cap {}", got.map(|r| r.wait_time()), p.cap()), &trace)
-                    }
+                    (Reserved::Insufficient, got)
+                    | (_, got @ Err(ReserveError::InsufficientCapacity(_))) => promise(
+                        false,
+                        check::CANNOT_FIT,
+                        format_args!(
+                            "reserve({n}) gave {:?}, cap {}",
+                            got.map(|r| r.wait_time()),
+                            p.cap()
+                        ),
+                        &trace,
+                    ),
                     (Reserved::Ok { wait, .. }, Ok(r)) if exact => {
-                        promise(r.wait_time().as_nanos() == wait, check::RESERVE, format_args!("wait_time {:?}, the model's {wait} ns", r.wait_time()), &trace);
+                        promise(
+                            r.wait_time().as_nanos() == wait,
+                            check::RESERVE,
+                            format_args!("wait_time {:?}, the model's {wait} ns", r.wait_time()),
+                            &trace,
+                        );
                         held.push(r);
                     }
-                    (Reserved::TooLong { wait }, Err(ReserveError::TooLong { wait: w, .. })) if exact => {
-                        promise(w.as_nanos() == wait, check::RESERVE, format_args!("TooLong wait {w:?}, the model's {wait} ns"), &trace);
+                    (Reserved::TooLong { wait }, Err(ReserveError::TooLong { wait: w, .. }))
+                        if exact =>
+                    {
+                        promise(
+                            w.as_nanos() == wait,
+                            check::RESERVE,
+                            format_args!("TooLong wait {w:?}, the model's {wait} ns"),
+                            &trace,
+                        );
                     }
-                    (e, got) if exact => promise(false, check::RESERVE, format_args!("reserve gave {:?}, the model {e:?}", got.map(|r| r.wait_time())), &trace),
+                    (e, got) if exact => promise(
+                        false,
+                        check::RESERVE,
+                        format_args!(
+                            "reserve gave {:?}, the model {e:?}",
+                            got.map(|r| r.wait_time())
+                        ),
+                        &trace,
+                    ),
                     (_, got) => {
                         // Past the horizon the model stops; resynchronise by stopping.
                         drop(got);

@@ -5,7 +5,9 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::time::Duration;
-use tollgate::{check_all, Algorithm, Limit, ManualClock, Quota, RateLimiter, Reservation, ReserveError};
+use tollgate::{
+    check_all, Algorithm, Limit, ManualClock, Quota, RateLimiter, Reservation, ReserveError,
+};
 use tollgate_fuzz::check::{self, decision, promise, Trace};
 use tollgate_fuzz::model::{Algo, Booking, Lim, Params, Reserved};
 use tollgate_fuzz::spec::{QuotaSpec, Step};
@@ -37,10 +39,13 @@ fuzz_target!(|input: Input| run(input));
 /// A limiter that denies everything: 255 per 100 years, spent.
 fn wall(clock: &ManualClock) -> RateLimiter<ManualClock> {
     let years = Duration::from_secs(100 * 365 * 86_400);
-    RateLimiter::builder(Algorithm::TokenBucket, Quota::new(255, years).with_burst(255))
-        .clock(clock.clone())
-        .build()
-        .expect("the wall's quota is valid")
+    RateLimiter::builder(
+        Algorithm::TokenBucket,
+        Quota::new(255, years).with_burst(255),
+    )
+    .clock(clock.clone())
+    .build()
+    .expect("the wall's quota is valid")
 }
 
 fn spend(wall: &RateLimiter<ManualClock>) {
@@ -121,14 +126,18 @@ impl<'l> Run<'l> {
             Op::Check => {
                 let e = self.m.check(t, 1, &p).expect("1 fits");
                 let d = self.l.check();
-                self.trace.push(format!("t={t} check() -> {}", d.is_allowed()));
+                self.trace
+                    .push(format!("t={t} check() -> {}", d.is_allowed()));
                 decision(self.algo, None, "check()", &d, &e, &self.trace);
             }
             Op::CheckN(x) => {
                 let n = cost(x);
                 let e = self.m.check(t, n, &p);
                 let d = self.l.check_n(n);
-                self.trace.push(format!("t={t} check_n({n}) -> {:?}", d.map(|d| d.is_allowed())));
+                self.trace.push(format!(
+                    "t={t} check_n({n}) -> {:?}",
+                    d.map(|d| d.is_allowed())
+                ));
                 match (e, d) {
                     (Some(e), Ok(d)) => decision(self.algo, None, "check_n", &d, &e, &self.trace),
                     (e, d) => promise(
@@ -142,21 +151,41 @@ impl<'l> Run<'l> {
             Op::Peek => {
                 let e = self.m.decide(t, 1, &p).expect("1 fits");
                 let d = self.l.peek();
-                self.trace.push(format!("t={t} peek() -> {}", d.is_allowed()));
+                self.trace
+                    .push(format!("t={t} peek() -> {}", d.is_allowed()));
                 decision(self.algo, Some(check::PEEK), "peek()", &d, &e, &self.trace);
             }
             Op::PeekN(x) => {
                 let n = u32::from(x % 10);
                 let e = self.m.decide(t, n, &p);
                 let d = self.l.peek_n(n);
-                self.trace.push(format!("t={t} peek_n({n}) -> {:?}", d.map(|d| d.remaining())));
+                self.trace.push(format!(
+                    "t={t} peek_n({n}) -> {:?}",
+                    d.map(|d| d.remaining())
+                ));
                 match (e, d) {
                     (Some(e), Ok(d)) if n == 0 => {
-                        let what = format!("peek_n(0): (remaining, reset_after) {:?}, model {:?}", (d.remaining(), d.reset_after().as_nanos()), (e.remaining, e.reset_after));
-                        promise(d.remaining() == e.remaining, check::REMAINING, format_args!("{what}"), &self.trace);
-                        promise(d.reset_after().as_nanos() == e.reset_after, check::RESET, format_args!("{what}"), &self.trace);
+                        let what = format!(
+                            "peek_n(0): (remaining, reset_after) {:?}, model {:?}",
+                            (d.remaining(), d.reset_after().as_nanos()),
+                            (e.remaining, e.reset_after)
+                        );
+                        promise(
+                            d.remaining() == e.remaining,
+                            check::REMAINING,
+                            format_args!("{what}"),
+                            &self.trace,
+                        );
+                        promise(
+                            d.reset_after().as_nanos() == e.reset_after,
+                            check::RESET,
+                            format_args!("{what}"),
+                            &self.trace,
+                        );
                     }
-                    (Some(e), Ok(d)) => decision(self.algo, Some(check::PEEK), "peek_n", &d, &e, &self.trace),
+                    (Some(e), Ok(d)) => {
+                        decision(self.algo, Some(check::PEEK), "peek_n", &d, &e, &self.trace)
+                    }
                     (e, d) => promise(
                         e.is_none() && d.is_err(),
                         check::CANNOT_FIT,
@@ -199,13 +228,33 @@ impl<'l> Run<'l> {
                 let n = cost(x);
                 let e = self.m.check(t, n, &p);
                 let got = check_all(&[self.l as &dyn Limit], n);
-                self.trace.push(format!("t={t} check_all([l], {n}) -> {:?}", got.as_ref().map(|d| d.is_allowed())));
+                self.trace.push(format!(
+                    "t={t} check_all([l], {n}) -> {:?}",
+                    got.as_ref().map(|d| d.is_allowed())
+                ));
                 match (e, got) {
                     (Some(e), Ok(md)) => {
-                        promise(md.is_allowed() == e.allowed, check::admit_quote(self.algo), format_args!("check_all([l]) allowed {}", md.is_allowed()), &self.trace);
-                        decision(self.algo, None, "check_all([l]).decisions()[0]", &md.decisions()[0], &e, &self.trace);
+                        promise(
+                            md.is_allowed() == e.allowed,
+                            check::admit_quote(self.algo),
+                            format_args!("check_all([l]) allowed {}", md.is_allowed()),
+                            &self.trace,
+                        );
+                        decision(
+                            self.algo,
+                            None,
+                            "check_all([l]).decisions()[0]",
+                            &md.decisions()[0],
+                            &e,
+                            &self.trace,
+                        );
                     }
-                    (e, d) => promise(e.is_none() && d.is_err(), check::CANNOT_FIT, format_args!("check_all({n}) gave {d:?}"), &self.trace),
+                    (e, d) => promise(
+                        e.is_none() && d.is_err(),
+                        check::CANNOT_FIT,
+                        format_args!("check_all({n}) gave {d:?}"),
+                        &self.trace,
+                    ),
                 }
             }
         }
@@ -217,14 +266,27 @@ impl<'l> Run<'l> {
                 promise(
                     res.wait_time().as_nanos() == wait,
                     check::RESERVE,
-                    format_args!("wait_time {} ns, the model books at {wait} ns", res.wait_time().as_nanos()),
+                    format_args!(
+                        "wait_time {} ns, the model books at {wait} ns",
+                        res.wait_time().as_nanos()
+                    ),
                     &self.trace,
                 );
-                promise(res.decision().is_allowed(), check::RESERVE, format_args!("a reservation's decision is allowed"), &self.trace);
+                promise(
+                    res.decision().is_allowed(),
+                    check::RESERVE,
+                    format_args!("a reservation's decision is allowed"),
+                    &self.trace,
+                );
                 self.held.push((res, booking));
             }
             (Reserved::TooLong { wait }, Err(ReserveError::TooLong { wait: w, max_wait })) => {
-                promise(w.as_nanos() == wait, check::RESERVE, format_args!("TooLong wait {} ns, the model's {wait} ns", w.as_nanos()), &self.trace);
+                promise(
+                    w.as_nanos() == wait,
+                    check::RESERVE,
+                    format_args!("TooLong wait {} ns, the model's {wait} ns", w.as_nanos()),
+                    &self.trace,
+                );
                 promise(
                     max_wait.as_nanos() == mw.min(Reservation::MAX_WAIT.as_nanos()) && w > max_wait,
                     check::TOO_LONG,
@@ -236,7 +298,10 @@ impl<'l> Run<'l> {
             (e, got) => promise(
                 false,
                 check::RESERVE,
-                format_args!("reserve gave {:?}, the model {e:?}", got.map(|r| r.wait_time())),
+                format_args!(
+                    "reserve gave {:?}, the model {e:?}",
+                    got.map(|r| r.wait_time())
+                ),
                 &self.trace,
             ),
         }
@@ -247,14 +312,29 @@ impl<'l> Run<'l> {
         let fixed_period = (!self.algo.is_bucket()).then_some(self.p.period);
         let np = q.params(self.algo, fixed_period);
         let got = self.l.set_quota(np.quota());
-        self.trace.push(format!("t={t} set_quota({np:?}) -> {got:?}"));
+        self.trace
+            .push(format!("t={t} set_quota({np:?}) -> {got:?}"));
         if self.algo == Algo::Log && np.limit > self.built_limit {
             let quote = "README: \"its rings keep the size they were built with (`ConfigError::LogBeyondRing` above it)\"";
-            promise(got.is_err(), quote, format_args!("set_quota above the ring gave {got:?}"), &self.trace);
+            promise(
+                got.is_err(),
+                quote,
+                format_args!("set_quota above the ring gave {got:?}"),
+                &self.trace,
+            );
             return;
         }
-        let quote = if self.algo.is_bucket() { check::SET_QUOTA_BUCKET } else { check::SET_QUOTA_WINDOW };
-        promise(got.is_ok(), quote, format_args!("set_quota({np:?}) gave {got:?}"), &self.trace);
+        let quote = if self.algo.is_bucket() {
+            check::SET_QUOTA_BUCKET
+        } else {
+            check::SET_QUOTA_WINDOW
+        };
+        promise(
+            got.is_ok(),
+            quote,
+            format_args!("set_quota({np:?}) gave {got:?}"),
+            &self.trace,
+        );
         // A single limiter converts at the change (README: "a single limiter converts its
         // bucket while deciders wait (one compare-and-swap)").
         self.m.convert(t, &np);
@@ -266,7 +346,11 @@ impl<'l> Run<'l> {
         let t = self.t;
         spend(self.wall);
         let e = self.m.decide(t, n, &self.p);
-        let limits: [&dyn Limit; 2] = if wall_first { [self.wall, self.l] } else { [self.l, self.wall] };
+        let limits: [&dyn Limit; 2] = if wall_first {
+            [self.wall, self.l]
+        } else {
+            [self.l, self.wall]
+        };
         let (li, wi) = if wall_first { (1, 0) } else { (0, 1) };
         let got = check_all(&limits, n);
         self.trace.push(format!(
@@ -275,12 +359,24 @@ impl<'l> Run<'l> {
             got.as_ref().map(|d| d.denied().collect::<Vec<_>>())
         ));
         let Some(e) = e else {
-            promise(got.is_err(), check::CANNOT_FIT, format_args!("check_all({n}) above the cap gave {got:?}"), &self.trace);
+            promise(
+                got.is_err(),
+                check::CANNOT_FIT,
+                format_args!("check_all({n}) above the cap gave {got:?}"),
+                &self.trace,
+            );
             return;
         };
         let md = match got {
             Ok(md) => md,
-            Err(err) => return promise(false, check::CANNOT_FIT, format_args!("check_all({n}) gave {err:?}"), &self.trace),
+            Err(err) => {
+                return promise(
+                    false,
+                    check::CANNOT_FIT,
+                    format_args!("check_all({n}) gave {err:?}"),
+                    &self.trace,
+                )
+            }
         };
         let mut want: Vec<usize> = vec![wi];
         if !e.allowed {
@@ -288,7 +384,12 @@ impl<'l> Run<'l> {
         }
         want.sort_unstable();
         let denied: Vec<usize> = md.denied().collect();
-        promise(!md.is_allowed() && denied == want, check::DENIAL_NAMES, format_args!("denied {denied:?}, the model {want:?}"), &self.trace);
+        promise(
+            !md.is_allowed() && denied == want,
+            check::DENIAL_NAMES,
+            format_args!("denied {denied:?}, the model {want:?}"),
+            &self.trace,
+        );
         self.verify(check::DENIAL_NOTHING, "peek_n(1) after a denied check_all");
     }
 }

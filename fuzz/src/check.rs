@@ -8,7 +8,8 @@ pub const ADMIT_TOKEN: &str = "README (TokenBucket): \"a request of cost `n` at 
 pub const ADMIT_LEAKY: &str = "README (LeakyBucket): \"admits exactly what `TokenBucket` admits\"";
 pub const ADMIT_FIXED: &str = "README (FixedWindow): \"at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's zero\"";
 pub const ADMIT_SLIDING: &str = "README (SlidingWindow): \"admitted iff `prev·(P − e) + (curr + n)·P ≤ limit·P`, exact integers\"";
-pub const ADMIT_LOG: &str = "README (SlidingLog): \"exact: at most `limit` admitted in every interval `(t − P, t]`\"";
+pub const ADMIT_LOG: &str =
+    "README (SlidingLog): \"exact: at most `limit` admitted in every interval `(t − P, t]`\"";
 pub const REMAINING: &str = "Decision::remaining (README: \"Every `Decision` carries ... `remaining()`\"): \"How many more requests of cost 1 would be admitted right now, after this one\"";
 pub const RESET: &str = "README (API contract): \"`d.reset_after();   // Duration until the full quota is available again`\"";
 pub const RETRY: &str = "README: \"`retry_after()` (the exact wait until the same request would fit; never too early)\"";
@@ -18,7 +19,8 @@ pub const CANNOT_FIT: &str = "README: \"A cost that can never fit is an error, n
 pub const DENIAL_NOTHING: &str = "README (check_all): \"a denial takes nothing from any\"";
 pub const DENIAL_NAMES: &str = "README (check_all): \"a denial takes nothing from any, names every limit that denied and reports the longest wait\"";
 pub const CANCEL: &str = "README: \"`cancel()` gives back what no later booking depends on, by Go x/time/rate's `CancelAt` rule (nothing once the reservation is due)\"";
-pub const PENDING: &str = "README: \"While a booking is pending, `check` denies what would overtake it.\"";
+pub const PENDING: &str =
+    "README: \"While a booking is pending, `check` denies what would overtake it.\"";
 pub const RESERVE: &str = "README: \"For the buckets this is GCRA virtual scheduling ...; the fixed window books into the earliest window where the request fits ..., the sliding window at the earliest time its weighted count admits the request, the sliding log at the time its `n`-th oldest entry leaves the window.\"";
 pub const TOO_LONG: &str = "ReserveError::TooLong::max_wait: \"The longest wait allowed: the caller's `max_wait`, or `Reservation::MAX_WAIT` when that is smaller ... Always less than `wait`.\" (README: \"beyond it, `ReserveError::TooLong` reports that bound as its `max_wait`\")";
 pub const SET_QUOTA_BUCKET: &str = "README: \"a bucket's debt at the change `c` is converted into the new quota's requests, `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`, rounded up so the limit is never exceeded\"";
@@ -69,9 +71,24 @@ impl Trace {
 
 thread_local! {
     static STOPPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    static SKIP: Vec<String> = std::env::var("TOLLGATE_FUZZ_SKIP")
-        .map(|v| v.split('|').filter(|s| !s.is_empty()).map(str::to_string).collect())
-        .unwrap_or_default();
+    static SKIP: Vec<String> = patterns("TOLLGATE_FUZZ_SKIP");
+    static ONLY: Vec<String> = patterns("TOLLGATE_FUZZ_ONLY");
+}
+
+fn patterns(var: &str) -> Vec<String> {
+    std::env::var(var)
+        .map(|v| {
+            v.split('|')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn matches(pats: &[String], msg: &str) -> bool {
+    pats.iter()
+        .any(|k| k.split('&').all(|part| msg.contains(part)))
 }
 
 /// Whether a known violation (`TOLLGATE_FUZZ_SKIP`) stopped this run: the targets then end
@@ -88,7 +105,8 @@ pub fn start() {
 /// Panics with the README sentence when `cond` fails; with `TOLLGATE_FUZZ_SKIP` set to
 /// `|`-separated alternatives (each `&`-separated substrings that must all occur), a
 /// violation whose message matches one ends the run
-/// quietly instead (for looking past known bugs).
+/// quietly instead (for looking past known bugs); `TOLLGATE_FUZZ_ONLY`, the same syntax,
+/// quietly ends a run at every violation it does not match (for hunting one bug).
 #[track_caller]
 pub fn promise(cond: bool, quote: &str, detail: std::fmt::Arguments<'_>, trace: &Trace) {
     if stopped() {
@@ -96,7 +114,8 @@ pub fn promise(cond: bool, quote: &str, detail: std::fmt::Arguments<'_>, trace: 
     }
     if !cond {
         let msg = format!("{quote}\n  violated: {detail}\n{}", trace.dump());
-        if SKIP.with(|k| k.iter().any(|k| k.split('&').all(|part| msg.contains(part)))) {
+        let only = ONLY.with(|o| o.is_empty() || matches(o, &msg));
+        if !only || SKIP.with(|k| matches(k, &msg)) {
             STOPPED.with(|s| s.set(true));
             return;
         }
@@ -126,38 +145,80 @@ pub fn decision(
     promise(
         d.is_allowed() == e.allowed,
         &q(admit_quote(algo)),
-        format_args!("{}", det("is_allowed", d.is_allowed().to_string(), e.allowed.to_string())),
+        format_args!(
+            "{}",
+            det(
+                "is_allowed",
+                d.is_allowed().to_string(),
+                e.allowed.to_string()
+            )
+        ),
         trace,
     );
     let ra = d.retry_after().map(|r| r.as_nanos());
     promise(
         ra == e.retry_after,
         &q(RETRY),
-        format_args!("{}", det("retry_after (ns)", format!("{ra:?}"), format!("{:?}", e.retry_after))),
+        format_args!(
+            "{}",
+            det(
+                "retry_after (ns)",
+                format!("{ra:?}"),
+                format!("{:?}", e.retry_after)
+            )
+        ),
         trace,
     );
     promise(
         d.remaining() == e.remaining,
         &q(REMAINING),
-        format_args!("{}", det("remaining", d.remaining().to_string(), e.remaining.to_string())),
+        format_args!(
+            "{}",
+            det(
+                "remaining",
+                d.remaining().to_string(),
+                e.remaining.to_string()
+            )
+        ),
         trace,
     );
     promise(
         d.reset_after().as_nanos() == e.reset_after,
         &q(RESET),
-        format_args!("{}", det("reset_after (ns)", d.reset_after().as_nanos().to_string(), e.reset_after.to_string())),
+        format_args!(
+            "{}",
+            det(
+                "reset_after (ns)",
+                d.reset_after().as_nanos().to_string(),
+                e.reset_after.to_string()
+            )
+        ),
         trace,
     );
     promise(
         d.delay().as_nanos() == e.delay,
         &q(DELAY),
-        format_args!("{}", det("delay (ns)", d.delay().as_nanos().to_string(), e.delay.to_string())),
+        format_args!(
+            "{}",
+            det(
+                "delay (ns)",
+                d.delay().as_nanos().to_string(),
+                e.delay.to_string()
+            )
+        ),
         trace,
     );
     promise(
         d.limit() == e.limit && d.burst() == e.burst,
         &q(LIMIT),
-        format_args!("{}", det("(limit, burst)", format!("{:?}", (d.limit(), d.burst())), format!("{:?}", (e.limit, e.burst)))),
+        format_args!(
+            "{}",
+            det(
+                "(limit, burst)",
+                format!("{:?}", (d.limit(), d.burst())),
+                format!("{:?}", (e.limit, e.burst))
+            )
+        ),
         trace,
     );
 }

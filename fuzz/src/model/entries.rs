@@ -205,7 +205,15 @@ impl Entries {
             .sum();
         let curr = match p.algo {
             Algo::Log => all,
-            _ => self.count(k, p) + self.v.iter().filter(|e| e.ts / p.period > k).map(|e| u128::from(e.n)).sum::<u128>(),
+            _ => {
+                self.count(k, p)
+                    + self
+                        .v
+                        .iter()
+                        .filter(|e| e.ts / p.period > k)
+                        .map(|e| u128::from(e.n))
+                        .sum::<u128>()
+            }
         };
         (curr, all)
     }

@@ -22,7 +22,13 @@ pub enum Algo {
 }
 
 impl Algo {
-    pub const ALL: [Algo; 5] = [Algo::Token, Algo::Leaky, Algo::Fixed, Algo::Sliding, Algo::Log];
+    pub const ALL: [Algo; 5] = [
+        Algo::Token,
+        Algo::Leaky,
+        Algo::Fixed,
+        Algo::Sliding,
+        Algo::Log,
+    ];
 
     pub fn from_byte(b: u8) -> Algo {
         Self::ALL[usize::from(b) % 5]

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 pub const ROOM: &str = "README (API contract): \"`.max_keys(1 << 20)                   // room for this many active keys`\"; \"Only when both of a new key's windows hold active keys (none idle) does the policy apply\"";
 pub const EVICT: &str = "README (OnFull::Evict): \"tracked, in place of the entry that has used least (a bucket's debt, a window's count, the log's entries in the period; ties: the soonest idle)\"";
 pub const REFUSED: &str = "README (OnFull::Deny): \"refused: a denial whose `retry_after` is when the soonest entry in its windows frees up; counted in `refused`\"";
-pub const UNTRACKED: &str = "README (OnFull::Allow): \"admitted untracked; counted in `untracked`\"";
+pub const UNTRACKED: &str =
+    "README (OnFull::Allow): \"admitted untracked; counted in `untracked`\"";
 pub const IDLE: &str = "README: \"An entry whose state says nothing any more ... is **idle**: it decides exactly as a fresh key would, so its slot is silently reused by the next new key\"";
 pub const RESET: &str = "README: \"`reset(&key)` / `remove(&key)` (the key's slot becomes idle and is the first reused)\"";
 
@@ -146,9 +147,10 @@ impl Table {
                 };
                 (num, den, l.idle_at(&p))
             };
-            let best = cands.iter().map(|(_, l)| key(l)).min_by(|a, b| {
-                (a.0 * b.1).cmp(&(b.0 * a.1)).then(a.2.cmp(&b.2))
-            });
+            let best = cands
+                .iter()
+                .map(|(_, l)| key(l))
+                .min_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)).then(a.2.cmp(&b.2)));
             if let Some(b) = best {
                 for (k, l) in &cands {
                     let c = key(l);
