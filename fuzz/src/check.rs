@@ -1,0 +1,224 @@
+//! The README sentences the targets check, and the comparison of a `Decision` with the
+//! model's `Expect` that quotes them.
+
+use crate::model::{Algo, Expect};
+use tollgate::Decision;
+
+pub const ADMIT_TOKEN: &str = "README (TokenBucket): \"a request of cost `n` at `t` is admitted iff `max(TAT, t) + n·T − t ≤ burst·T`\"";
+pub const ADMIT_LEAKY: &str = "README (LeakyBucket): \"admits exactly what `TokenBucket` admits\"";
+pub const ADMIT_FIXED: &str = "README (FixedWindow): \"at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's zero\"";
+pub const ADMIT_SLIDING: &str = "README (SlidingWindow): \"admitted iff `prev·(P − e) + (curr + n)·P ≤ limit·P`, exact integers\"";
+pub const ADMIT_LOG: &str =
+    "README (SlidingLog): \"exact: at most `limit` admitted in every interval `(t − P, t]`\"";
+pub const REMAINING: &str = "Decision::remaining (README: \"Every `Decision` carries ... `remaining()`\"): \"How many more requests of cost 1 would be admitted right now, after this one\"";
+pub const RESET: &str = "README (API contract): \"`d.reset_after();   // Duration until the full quota is available again`\"";
+pub const RETRY: &str = "README: \"`retry_after()` (the exact wait until the same request would fit; never too early)\"";
+pub const DELAY: &str = "README (LeakyBucket): \"`Decision::delay()` says how long to hold each admitted request so releases are spaced by `T`\" (DESIGN: \"delay = max(TAT, t) − t\"; \"zero for the others\")";
+pub const LIMIT: &str = "README: \"`q` the quota's limit (not the burst)\"; Decision::limit() is the quota's limit, burst() the most admitted at once";
+pub const CANNOT_FIT: &str = "README: \"A cost that can never fit is an error, not a denial.\"";
+pub const DENIAL_NOTHING: &str = "README (check_all): \"a denial takes nothing from any\"";
+pub const DENIAL_NAMES: &str = "README (check_all): \"a denial takes nothing from any, names every limit that denied and reports the longest wait\"";
+pub const CANCEL: &str = "README: \"`cancel()` gives back what no later booking depends on, by Go x/time/rate's `CancelAt` rule (nothing once the reservation is due)\"";
+pub const PENDING: &str =
+    "README: \"While a booking is pending, `check` denies what would overtake it.\"";
+pub const RESERVE: &str = "README: \"For the buckets this is GCRA virtual scheduling ...; the fixed window books into the earliest window where the request fits ..., the sliding window at the earliest time its weighted count admits the request, the sliding log at the time its `n`-th oldest entry leaves the window.\"";
+pub const TOO_LONG: &str = "ReserveError::TooLong::max_wait: \"The longest wait allowed: the caller's `max_wait`, or `Reservation::MAX_WAIT` when that is smaller ... Always less than `wait`.\" (README: \"beyond it, `ReserveError::TooLong` reports that bound as its `max_wait`\")";
+pub const SET_QUOTA_BUCKET: &str = "README: \"a bucket's debt at the change `c` is converted into the new quota's requests, `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`, rounded up so the limit is never exceeded\"";
+pub const SET_QUOTA_WINDOW: &str = "README: \"The windows keep their counts and apply the new limit at once\"; \"The sliding log keeps its timestamps\"";
+pub const CONVERTED_NOTHING: &str = "README: \"after a `set_quota` or tier change that converted a bucket's state to another rate, nothing either (the booking was converted with the rest; each booking records the rate it was counted at)\"";
+pub const PEEK: &str = "README: \"`peek()` ... returns the decision a request would get now without consuming anything or inserting the key\"";
+
+pub fn admit_quote(a: Algo) -> &'static str {
+    match a {
+        Algo::Token => ADMIT_TOKEN,
+        Algo::Leaky => ADMIT_LEAKY,
+        Algo::Fixed => ADMIT_FIXED,
+        Algo::Sliding => ADMIT_SLIDING,
+        Algo::Log => ADMIT_LOG,
+    }
+}
+
+/// A short log of the operations so far, printed with a failure.
+#[derive(Default)]
+pub struct Trace {
+    lines: Vec<String>,
+}
+
+impl Trace {
+    pub fn push(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    pub fn dump(&self) -> String {
+        let from = self.lines.len().saturating_sub(24).max(1);
+        let mut s = String::new();
+        if let Some(first) = self.lines.first() {
+            s.push_str("  ");
+            s.push_str(first);
+            s.push('\n');
+        }
+        if from > 1 {
+            s.push_str(&format!("  ... {} earlier operations\n", from - 1));
+        }
+        for l in &self.lines[from..] {
+            s.push_str("  ");
+            s.push_str(l);
+            s.push('\n');
+        }
+        s
+    }
+}
+
+thread_local! {
+    static STOPPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static SKIP: Vec<String> = patterns("TOLLGATE_FUZZ_SKIP");
+    static ONLY: Vec<String> = patterns("TOLLGATE_FUZZ_ONLY");
+}
+
+fn patterns(var: &str) -> Vec<String> {
+    std::env::var(var)
+        .map(|v| {
+            v.split('|')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn matches(pats: &[String], msg: &str) -> bool {
+    pats.iter()
+        .any(|k| k.split('&').all(|part| msg.contains(part)))
+}
+
+/// Whether a known violation (`TOLLGATE_FUZZ_SKIP`) stopped this run: the targets then end
+/// the run quietly, so that a long run looks past bugs already reported.
+pub fn stopped() -> bool {
+    STOPPED.with(|s| s.get())
+}
+
+/// Starts a run.
+pub fn start() {
+    STOPPED.with(|s| s.set(false));
+}
+
+/// Panics with the README sentence when `cond` fails; with `TOLLGATE_FUZZ_SKIP` set to
+/// `|`-separated alternatives (each `&`-separated substrings that must all occur), a
+/// violation whose message matches one ends the run
+/// quietly instead (for looking past known bugs); `TOLLGATE_FUZZ_ONLY`, the same syntax,
+/// quietly ends a run at every violation it does not match (for hunting one bug).
+#[track_caller]
+pub fn promise(cond: bool, quote: &str, detail: std::fmt::Arguments<'_>, trace: &Trace) {
+    if stopped() {
+        return;
+    }
+    if !cond {
+        let msg = format!("{quote}\n  violated: {detail}\n{}", trace.dump());
+        let only = ONLY.with(|o| o.is_empty() || matches(o, &msg));
+        if !only || SKIP.with(|k| matches(k, &msg)) {
+            STOPPED.with(|s| s.set(true));
+            return;
+        }
+        panic!(
+            "\n{quote}\n  violated: {detail}\n  operations (t in ns):\n{}",
+            trace.dump()
+        );
+    }
+}
+
+/// Compares every field of `d` with the model's `e`. `full`: also the fields beyond
+/// `is_allowed` (a peek of cost 0 has no admission to compare).
+#[track_caller]
+pub fn decision(
+    algo: Algo,
+    ctx: Option<&str>,
+    what: &str,
+    d: &Decision,
+    e: &Expect,
+    trace: &Trace,
+) {
+    let q = |field: &str| match ctx {
+        Some(c) => format!("{c}\n(and {field})"),
+        None => field.to_string(),
+    };
+    let det = |f: &str, a: String, m: String| format!("{what}: {f} is {a}, the model says {m}");
+    promise(
+        d.is_allowed() == e.allowed,
+        &q(admit_quote(algo)),
+        format_args!(
+            "{}",
+            det(
+                "is_allowed",
+                d.is_allowed().to_string(),
+                e.allowed.to_string()
+            )
+        ),
+        trace,
+    );
+    let ra = d.retry_after().map(|r| r.as_nanos());
+    promise(
+        ra == e.retry_after,
+        &q(RETRY),
+        format_args!(
+            "{}",
+            det(
+                "retry_after (ns)",
+                format!("{ra:?}"),
+                format!("{:?}", e.retry_after)
+            )
+        ),
+        trace,
+    );
+    promise(
+        d.remaining() == e.remaining,
+        &q(REMAINING),
+        format_args!(
+            "{}",
+            det(
+                "remaining",
+                d.remaining().to_string(),
+                e.remaining.to_string()
+            )
+        ),
+        trace,
+    );
+    promise(
+        d.reset_after().as_nanos() == e.reset_after,
+        &q(RESET),
+        format_args!(
+            "{}",
+            det(
+                "reset_after (ns)",
+                d.reset_after().as_nanos().to_string(),
+                e.reset_after.to_string()
+            )
+        ),
+        trace,
+    );
+    promise(
+        d.delay().as_nanos() == e.delay,
+        &q(DELAY),
+        format_args!(
+            "{}",
+            det(
+                "delay (ns)",
+                d.delay().as_nanos().to_string(),
+                e.delay.to_string()
+            )
+        ),
+        trace,
+    );
+    promise(
+        d.limit() == e.limit && d.burst() == e.burst,
+        &q(LIMIT),
+        format_args!(
+            "{}",
+            det(
+                "(limit, burst)",
+                format!("{:?}", (d.limit(), d.burst())),
+                format!("{:?}", (e.limit, e.burst))
+            )
+        ),
+        trace,
+    );
+}

@@ -1,0 +1,5 @@
+//! Shared by the fuzz targets: the README's models and the checks against them.
+
+pub mod check;
+pub mod model;
+pub mod spec;

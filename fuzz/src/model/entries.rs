@@ -1,0 +1,220 @@
+//! FixedWindow, SlidingWindow and SlidingLog as a list of admitted requests (time, cost).
+//!
+//! README: FixedWindow "at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's
+//! zero"; SlidingWindow "admitted iff `prev·(P − e) + (curr + n)·P ≤ limit·P`, exact
+//! integers"; SlidingLog "exact: at most `limit` admitted in every interval `(t − P, t]`".
+//! Reservations: "the fixed window books into the earliest window where the request fits
+//! (and gives up the rest of the current one, so nothing overtakes it), the sliding window
+//! at the earliest time its weighted count admits the request, the sliding log at the time
+//! its `n`-th oldest entry leaves the window. While a booking is pending, `check` denies
+//! what would overtake it." A booking is an entry at its due time; an entry later than
+//! now is pending.
+
+use super::{Algo, Booking, Expect, Params};
+
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    pub ts: u128,
+    pub n: u32,
+    pub id: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Entries {
+    pub v: Vec<Entry>,
+}
+
+impl Entries {
+    fn count(&self, w: u128, p: &Params) -> u128 {
+        self.v
+            .iter()
+            .filter(|e| e.ts / p.period == w)
+            .map(|e| u128::from(e.n))
+            .sum()
+    }
+
+    fn pending(&self, t: u128) -> bool {
+        self.v.iter().any(|e| e.ts > t)
+    }
+
+    fn newest(&self) -> Option<u128> {
+        self.v.iter().map(|e| e.ts).max()
+    }
+
+    /// The earliest time, from `t`, at which a request of `n` is admitted (nothing
+    /// overtakes a pending booking).
+    pub fn earliest(&self, t: u128, n: u32, p: &Params) -> u128 {
+        let big_p = p.period;
+        let l = u128::from(p.limit);
+        let n = u128::from(n);
+        let t0 = self.newest().map_or(t, |m| m.max(t));
+        let k0 = t0 / big_p;
+        match p.algo {
+            Algo::Fixed => {
+                for w in k0..k0 + 3 {
+                    if self.count(w, p) + n <= l {
+                        return if w == k0 { t0 } else { w * big_p };
+                    }
+                }
+                (k0 + 3) * big_p
+            }
+            Algo::Sliding => {
+                for j in k0..k0 + 4 {
+                    let e_start = if j == k0 { t0 - j * big_p } else { 0 };
+                    let prev = if j == 0 { 0 } else { self.count(j - 1, p) };
+                    let curr = self.count(j, p);
+                    if curr + n > l {
+                        continue;
+                    }
+                    let x = l - curr - n;
+                    if prev == 0 {
+                        return j * big_p + e_start;
+                    }
+                    // prev·(P − e) ≤ x·P  <=>  P − e ≤ ⌊x·P / prev⌋
+                    let thr = x * big_p / prev;
+                    let e_min = e_start.max(big_p.saturating_sub(thr));
+                    if e_min < big_p {
+                        return j * big_p + e_min;
+                    }
+                }
+                (k0 + 4) * big_p
+            }
+            _ => {
+                let mut live: Vec<u128> = self
+                    .v
+                    .iter()
+                    .filter(|e| e.ts + big_p > t0)
+                    .flat_map(|e| std::iter::repeat_n(e.ts, e.n as usize))
+                    .collect();
+                live.sort_unstable();
+                let c = live.len() as u128;
+                if c + n <= l {
+                    return t0;
+                }
+                let k = (c + n - l) as usize;
+                live[k - 1] + big_p
+            }
+        }
+    }
+
+    /// README (Decision::remaining): "How many more requests of cost 1 would be admitted
+    /// right now": none while a booking is pending.
+    pub fn remaining(&self, t: u128, p: &Params) -> u32 {
+        if self.pending(t) {
+            return 0;
+        }
+        let big_p = p.period;
+        let l = u128::from(p.limit);
+        let k = t / big_p;
+        let r = match p.algo {
+            Algo::Fixed => l.saturating_sub(self.count(k, p)),
+            Algo::Sliding => {
+                let e = t - k * big_p;
+                let prev = if k == 0 { 0 } else { self.count(k - 1, p) };
+                let used = prev * (big_p - e);
+                ((l * big_p).saturating_sub(used) / big_p).saturating_sub(self.count(k, p))
+            }
+            _ => {
+                let c: u128 = self
+                    .v
+                    .iter()
+                    .filter(|e| e.ts + big_p > t)
+                    .map(|e| u128::from(e.n))
+                    .sum();
+                l.saturating_sub(c)
+            }
+        };
+        r as u32
+    }
+
+    /// The time from which the state says nothing: the window's end, the sliding window's
+    /// next window's end, the log's newest entry plus the period.
+    pub fn idle_at(&self, p: &Params) -> u128 {
+        let Some(m) = self.newest() else { return 0 };
+        let big_p = p.period;
+        match p.algo {
+            Algo::Fixed => (m / big_p + 1) * big_p,
+            Algo::Sliding => (m / big_p + 2) * big_p,
+            _ => m + big_p,
+        }
+    }
+
+    pub fn decide(&self, t: u128, n: u32, p: &Params) -> Expect {
+        let at = self.earliest(t, n, p);
+        let allowed = at == t;
+        let mut after = self.clone();
+        if allowed && n > 0 {
+            after.v.push(Entry { ts: t, n, id: 0 });
+        }
+        Expect {
+            allowed,
+            limit: p.limit,
+            burst: p.limit,
+            remaining: after.remaining(t, p),
+            reset_after: after.idle_at(p).saturating_sub(t),
+            retry_after: (!allowed).then_some(at - t),
+            delay: 0,
+        }
+    }
+
+    pub fn prune(&mut self, t: u128, p: &Params) {
+        let big_p = p.period;
+        let k = t / big_p;
+        self.v.retain(|e| match p.algo {
+            Algo::Fixed => e.ts / big_p >= k,
+            Algo::Sliding => e.ts / big_p + 1 >= k,
+            _ => e.ts + big_p > t,
+        });
+    }
+
+    pub fn take(&mut self, t: u128, at: u128, n: u32, p: &Params, id: u64) {
+        self.prune(t, p);
+        self.v.push(Entry { ts: at, n, id });
+    }
+
+    /// README: "for the windows and the log, everything while nothing later was booked
+    /// into a later ... window or entry, else nothing".
+    pub fn cancel(&mut self, b: &Booking, p: &Params) {
+        let Some(i) = self.v.iter().position(|e| e.id == b.id) else {
+            return;
+        };
+        let mine = self.v[i].ts;
+        let later = |ts: u128| match p.algo {
+            Algo::Log => ts > mine,
+            _ => ts / p.period > mine / p.period,
+        };
+        if self.v.iter().any(|e| e.id != b.id && later(e.ts)) {
+            return;
+        }
+        self.v.remove(i);
+    }
+
+    /// What the entry has used, under each reading of README's "a window's count, the
+    /// log's entries in the period": (the current window's count, every counted request).
+    pub fn used(&self, t: u128, p: &Params) -> (u128, u128) {
+        let k = t / p.period;
+        let all = self
+            .v
+            .iter()
+            .filter(|e| match p.algo {
+                Algo::Log => e.ts + p.period > t,
+                Algo::Fixed => e.ts / p.period >= k,
+                _ => e.ts / p.period + 1 >= k,
+            })
+            .map(|e| u128::from(e.n))
+            .sum();
+        let curr = match p.algo {
+            Algo::Log => all,
+            _ => {
+                self.count(k, p)
+                    + self
+                        .v
+                        .iter()
+                        .filter(|e| e.ts / p.period > k)
+                        .map(|e| u128::from(e.n))
+                        .sum::<u128>()
+            }
+        };
+        (curr, all)
+    }
+}

@@ -1,0 +1,143 @@
+//! TokenBucket and LeakyBucket: GCRA in integer nanoseconds.
+//!
+//! README: "GCRA: a request of cost `n` at `t` is admitted iff
+//! `max(TAT, t) + n·T − t ≤ burst·T`"; "`LeakyBucket` admits exactly what `TokenBucket`
+//! admits; `Decision::delay()` says how long to hold each admitted request"
+//! (DESIGN: "delay = max(TAT, t) − t").
+
+use super::{Algo, Booking, Expect, Params};
+
+#[derive(Clone, Debug, Default)]
+pub struct Gcra {
+    /// The theoretical arrival time.
+    pub tat: u128,
+    /// The emission interval that wrote `tat` (0: never written).
+    pub wt: u128,
+    /// x/time/rate's `lastEvent`: the latest admission's or booking's due time.
+    pub last_event: Option<u128>,
+    /// The leaky bucket's admissions still holding their slots, in order (ids).
+    pub slots: Vec<u64>,
+}
+
+impl Gcra {
+    /// `tat` as the deciding quota's state at `t`. README: "a bucket's debt at the change
+    /// `c` is converted into the new quota's requests, `TAT' = c + ⌈(TAT − c)·T_new /
+    /// T_old⌉`, rounded up so the limit is never exceeded"; for tiers, "a request under
+    /// another tier converts the key's debt ... into its own tier's requests when it is
+    /// decided".
+    pub fn effective(&self, t: u128, p: &Params) -> u128 {
+        let tn = p.t();
+        if self.wt == 0 || self.wt == tn || self.tat <= t {
+            return self.tat;
+        }
+        t + ((self.tat - t) * tn).div_ceil(self.wt)
+    }
+
+    /// Stores the conversion; true when a debt was converted to another rate (bookings
+    /// made before it then give nothing back: README "after a `set_quota` or tier change
+    /// that converted a bucket's state to another rate, nothing either").
+    pub fn convert(&mut self, t: u128, p: &Params) -> bool {
+        let tn = p.t();
+        if self.wt == tn {
+            return false;
+        }
+        let converted = self.wt != 0 && self.tat > t;
+        self.tat = self.effective(t, p);
+        self.wt = tn;
+        if converted {
+            self.last_event = None;
+            self.slots.clear();
+        }
+        converted
+    }
+
+    pub fn decide(&self, t: u128, n: u32, p: &Params) -> Expect {
+        let tt = p.t();
+        let tau = u128::from(p.burst) * tt;
+        let eff = self.effective(t, p);
+        let base = eff.max(t);
+        let weight = u128::from(n) * tt;
+        let at = (base + weight).saturating_sub(tau).max(t);
+        let allowed = at == t;
+        let after = if allowed { base + weight } else { eff };
+        let held = after.max(t) - t;
+        Expect {
+            allowed,
+            limit: p.limit,
+            burst: p.burst,
+            remaining: u32::try_from(tau.saturating_sub(held) / tt).unwrap_or(u32::MAX),
+            reset_after: held,
+            retry_after: (!allowed).then_some(at - t),
+            delay: if allowed && p.algo == Algo::Leaky {
+                base - t
+            } else {
+                0
+            },
+        }
+    }
+
+    /// When a booking of `n` at `t` may proceed: GCRA virtual scheduling for the token
+    /// bucket (README: "For the buckets this is GCRA virtual scheduling"), the start of
+    /// its release slot for the leaky bucket (its `delay`). MODEL CHOICE: the leaky
+    /// bucket's reservation waits for its slot, `max(TAT, t) − t`.
+    pub fn proceed_at(&self, t: u128, n: u32, p: &Params) -> u128 {
+        let base = self.effective(t, p).max(t);
+        match p.algo {
+            Algo::Leaky => base,
+            _ => (base + u128::from(n) * p.t())
+                .saturating_sub(u128::from(p.burst) * p.t())
+                .max(t),
+        }
+    }
+
+    /// Takes `n` at `t` (already converted to `p`), due at `due`.
+    pub fn take(&mut self, t: u128, due: u128, n: u32, p: &Params, id: u64) {
+        self.tat = self.tat.max(t) + u128::from(n) * p.t();
+        self.wt = p.t();
+        self.last_event = Some(due);
+        if p.algo == Algo::Leaky {
+            self.slots.push(id);
+        }
+    }
+
+    /// A cancel at `t <= b.due` on the state it was booked on.
+    pub fn cancel(&mut self, t: u128, b: &Booking, p: &Params) {
+        if b.rate != self.wt {
+            return;
+        }
+        let weight = u128::from(b.n) * b.rate;
+        if p.algo == Algo::Leaky {
+            // README: "for the leaky bucket's spaced slots ... everything while nothing
+            // later was booked into a later slot ..., else nothing".
+            if self.slots.last() == Some(&b.id) {
+                self.slots.pop();
+                self.tat = self.tat.saturating_sub(weight).max(t);
+            }
+            return;
+        }
+        // x/time/rate CancelAt: restore = tokens − tokensFromDuration(lastEvent −
+        // timeToAct); tokens = min(burst, advance(t) + restore); if timeToAct ==
+        // lastEvent { prevEvent = timeToAct − durationFromTokens(tokens); if
+        // !prevEvent.Before(t) { lastEvent = prevEvent } }.
+        let last = self.last_event.unwrap_or(b.due).max(b.due);
+        let depends = last - b.due;
+        if weight <= depends {
+            return;
+        }
+        let restore = weight - depends;
+        self.tat = self.tat.max(t).saturating_sub(restore).max(t);
+        if b.due == last {
+            if let Some(prev) = b.due.checked_sub(weight) {
+                if prev >= t {
+                    self.last_event = Some(prev);
+                }
+            }
+        }
+    }
+
+    /// What the entry has used, in requests of the rate that wrote it: `debt / T` as a
+    /// fraction (numerator ns, denominator T).
+    pub fn used(&self, t: u128) -> (u128, u128) {
+        (self.tat.saturating_sub(t), self.wt.max(1))
+    }
+}

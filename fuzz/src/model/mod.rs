@@ -1,0 +1,260 @@
+//! Exact models of the README's promises, in integer nanoseconds (`u128`, so no model
+//! sum can overflow). Written from the README's sentences, not from the engine's code:
+//! each function names the sentence it implements.
+
+pub mod entries;
+pub mod gcra;
+pub mod table;
+
+use std::time::Duration;
+use tollgate::{Algorithm, Quota};
+
+/// README: "Time is `u64` nanoseconds since the clock's zero, clamped at 2^62 ns".
+pub const HORIZON: u128 = 1 << 62;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algo {
+    Token,
+    Leaky,
+    Fixed,
+    Sliding,
+    Log,
+}
+
+impl Algo {
+    pub const ALL: [Algo; 5] = [
+        Algo::Token,
+        Algo::Leaky,
+        Algo::Fixed,
+        Algo::Sliding,
+        Algo::Log,
+    ];
+
+    pub fn from_byte(b: u8) -> Algo {
+        Self::ALL[usize::from(b) % 5]
+    }
+
+    pub fn engine(self) -> Algorithm {
+        match self {
+            Algo::Token => Algorithm::TokenBucket,
+            Algo::Leaky => Algorithm::LeakyBucket,
+            Algo::Fixed => Algorithm::FixedWindow,
+            Algo::Sliding => Algorithm::SlidingWindow,
+            Algo::Log => Algorithm::SlidingLog,
+        }
+    }
+
+    pub fn is_bucket(self) -> bool {
+        matches!(self, Algo::Token | Algo::Leaky)
+    }
+}
+
+/// A quota as the model reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    pub algo: Algo,
+    pub limit: u32,
+    pub period: u128,
+    /// The burst for the buckets; the windows' is their limit.
+    pub burst: u32,
+}
+
+impl Params {
+    /// README: "`T = ⌈P / limit⌉` the emission interval in whole nanoseconds, rounded **up**".
+    pub fn t(&self) -> u128 {
+        self.period.div_ceil(u128::from(self.limit))
+    }
+
+    /// README: "burst = bucket capacity"; "Windows accept no burst other than `limit`".
+    pub fn cap(&self) -> u32 {
+        if self.algo.is_bucket() {
+            self.burst
+        } else {
+            self.limit
+        }
+    }
+
+    pub fn quota(&self) -> Quota {
+        let q = Quota::new(self.limit, Duration::from_nanos(self.period as u64));
+        if self.algo.is_bucket() {
+            q.with_burst(self.burst)
+        } else {
+            q
+        }
+    }
+}
+
+/// What one decision must look like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expect {
+    pub allowed: bool,
+    pub limit: u32,
+    pub burst: u32,
+    /// README (Decision): "How many more requests of cost 1 would be admitted right now,
+    /// after this one."
+    pub remaining: u32,
+    /// "Duration until the full quota is available again".
+    pub reset_after: u128,
+    /// "the exact wait until the same request would fit; never too early".
+    pub retry_after: Option<u128>,
+    /// LeakyBucket: "delay = max(TAT, t) − t"; zero for the others.
+    pub delay: u128,
+}
+
+/// A booking the model remembers for a later cancel or roll-back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Booking {
+    pub id: u64,
+    pub n: u32,
+    /// When the request may proceed (the reservation's time plus its wait).
+    pub due: u128,
+    /// The state generation it was booked on (a reset, an eviction or a bucket's
+    /// conversion to another rate starts a new one).
+    pub epoch: u64,
+    /// The emission interval it was counted at (buckets).
+    pub rate: u128,
+}
+
+/// What `reserve` must answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reserved {
+    Ok { wait: u128, booking: Booking },
+    TooLong { wait: u128 },
+    Insufficient,
+}
+
+/// One limiter's state under the model.
+#[derive(Clone, Debug)]
+pub enum State {
+    Gcra(gcra::Gcra),
+    Entries(entries::Entries),
+}
+
+/// One limiter (or one key of a keyed table): state plus the bookkeeping for refunds.
+/// The deciding parameters are passed to every call (a keyed table's tiers decide one
+/// state under several quotas).
+#[derive(Clone, Debug)]
+pub struct Lim {
+    pub s: State,
+    pub epoch: u64,
+    pub next_id: u64,
+}
+
+impl Lim {
+    pub fn new(algo: Algo) -> Lim {
+        Lim {
+            s: if algo.is_bucket() {
+                State::Gcra(gcra::Gcra::default())
+            } else {
+                State::Entries(entries::Entries::default())
+            },
+            epoch: 0,
+            next_id: 1,
+        }
+    }
+
+    /// The decision a request of cost `n` gets at `t` under `p`, without committing it.
+    /// `None` when `n` can never fit (README: "`Err(InsufficientCapacity)` when 5 can
+    /// never fit").
+    pub fn decide(&self, t: u128, n: u32, p: &Params) -> Option<Expect> {
+        if n > p.cap() {
+            return None;
+        }
+        Some(match &self.s {
+            State::Gcra(g) => g.decide(t, n, p),
+            State::Entries(e) => e.decide(t, n, p),
+        })
+    }
+
+    /// Stores a bucket's conversion to `p`'s rate at `t` (a no-op for the windows and
+    /// for a state already at that rate); a conversion starts a new generation.
+    pub fn convert(&mut self, t: u128, p: &Params) {
+        if let State::Gcra(g) = &mut self.s {
+            if g.convert(t, p) {
+                self.epoch += 1;
+            }
+        }
+    }
+
+    /// `check_n`: decides and, when admitted, takes the request. A bucket decided under
+    /// another rate keeps the conversion (MODEL CHOICE for keyed tiers: a decision,
+    /// admitted or denied, stores the converted state; a peek does not).
+    pub fn check(&mut self, t: u128, n: u32, p: &Params) -> Option<Expect> {
+        if n <= p.cap() {
+            self.convert(t, p);
+        }
+        let d = self.decide(t, n, p)?;
+        if d.allowed && n > 0 {
+            let id = self.fresh_id();
+            match &mut self.s {
+                State::Gcra(g) => g.take(t, t, n, p, id),
+                State::Entries(e) => e.take(t, t, n, p, id),
+            }
+        }
+        Some(d)
+    }
+
+    /// `reserve(n, max_wait)`.
+    pub fn reserve(&mut self, t: u128, n: u32, max_wait: u128, p: &Params) -> Reserved {
+        if n > p.cap() {
+            return Reserved::Insufficient;
+        }
+        if let State::Gcra(g) = &self.s {
+            let at = g.proceed_at(t, n, p);
+            if at - t <= max_wait {
+                self.convert(t, p);
+            }
+        }
+        let at = match &self.s {
+            State::Gcra(g) => g.proceed_at(t, n, p),
+            State::Entries(e) => e.earliest(t, n, p),
+        };
+        let wait = at - t;
+        if wait > max_wait {
+            return Reserved::TooLong { wait };
+        }
+        let id = self.fresh_id();
+        match &mut self.s {
+            State::Gcra(g) => g.take(t, at, n, p, id),
+            State::Entries(e) => e.take(t, at, n, p, id),
+        }
+        let booking = Booking {
+            id,
+            n,
+            due: at,
+            epoch: self.epoch,
+            rate: p.t(),
+        };
+        Reserved::Ok { wait, booking }
+    }
+
+    /// `Reservation::cancel` at `t` (README: "`cancel()` gives back what no later booking
+    /// depends on, by Go x/time/rate's `CancelAt` rule (nothing once the reservation is
+    /// due)"; x/time/rate gives nothing when `timeToAct.Before(t)`).
+    pub fn cancel(&mut self, t: u128, b: &Booking, p: &Params) {
+        if t > b.due || b.epoch != self.epoch {
+            return;
+        }
+        match &mut self.s {
+            State::Gcra(g) => g.cancel(t, b, p),
+            State::Entries(e) => e.cancel(b, p),
+        }
+    }
+
+    /// The time from which the state says nothing (its idle stamp); idle iff `<= t`.
+    pub fn idle_at(&self, p: &Params) -> u128 {
+        match &self.s {
+            State::Gcra(g) => g.tat,
+            State::Entries(e) => e.idle_at(p),
+        }
+    }
+
+    pub fn is_idle(&self, t: u128, p: &Params) -> bool {
+        self.idle_at(p) <= t
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+}

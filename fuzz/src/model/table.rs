@@ -1,0 +1,165 @@
+//! A small keyed table: what each key would get from its own unbounded limiter, plus the
+//! README's rules for a full table.
+//!
+//! README: "An entry whose state says nothing any more (a bucket full again, its windows
+//! over, its log empty) is **idle**: it decides exactly as a fresh key would, so its slot
+//! is silently reused by the next new key"; "Only when both of a new key's windows hold
+//! active keys (none idle) does the policy apply"; `Evict`: "in place of the entry that
+//! has used least (a bucket's debt, a window's count, the log's entries in the period;
+//! ties: the soonest idle)"; `Deny`: "refused: a denial whose `retry_after` is when the
+//! soonest entry in its windows frees up"; `Allow`: "admitted untracked".
+
+use super::{Algo, Lim, Params, State};
+use std::collections::BTreeMap;
+
+pub const ROOM: &str = "README (API contract): \"`.max_keys(1 << 20)                   // room for this many active keys`\"; \"Only when both of a new key's windows hold active keys (none idle) does the policy apply\"";
+pub const EVICT: &str = "README (OnFull::Evict): \"tracked, in place of the entry that has used least (a bucket's debt, a window's count, the log's entries in the period; ties: the soonest idle)\"";
+pub const REFUSED: &str = "README (OnFull::Deny): \"refused: a denial whose `retry_after` is when the soonest entry in its windows frees up; counted in `refused`\"";
+pub const UNTRACKED: &str =
+    "README (OnFull::Allow): \"admitted untracked; counted in `untracked`\"";
+pub const IDLE: &str = "README: \"An entry whose state says nothing any more ... is **idle**: it decides exactly as a fresh key would, so its slot is silently reused by the next new key\"";
+pub const RESET: &str = "README: \"`reset(&key)` / `remove(&key)` (the key's slot becomes idle and is the first reused)\"";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Full {
+    Evict,
+    Deny,
+    Allow,
+}
+
+/// One key as the model knows it: `None` when an eviction the model could not pin down
+/// may have taken it (its decisions are then not checked until a reset or remove).
+pub type Known = Option<Lim>;
+
+pub struct Table {
+    pub algo: Algo,
+    pub tiers: Vec<Params>,
+    pub max_keys: usize,
+    pub full: Full,
+    pub keys: BTreeMap<u64, Known>,
+    epochs: u64,
+}
+
+impl Table {
+    pub fn new(algo: Algo, tiers: Vec<Params>, max_keys: usize, full: Full) -> Table {
+        Table {
+            algo,
+            tiers,
+            max_keys,
+            full,
+            keys: BTreeMap::new(),
+            epochs: 1 << 32,
+        }
+    }
+
+    /// README: "The table allocates 1.48 slots per key."
+    pub fn slots(&self) -> usize {
+        (self.max_keys * 148).div_ceil(100)
+    }
+
+    /// The parameters the idle stamp and the used amount are read with (the windows'
+    /// and the log's tiers share one period; a bucket's stamp is its TAT).
+    pub fn p0(&self) -> Params {
+        self.tiers[0]
+    }
+
+    /// A fresh state for `key`, in a generation no booking was made on.
+    pub fn fresh(&mut self) -> Lim {
+        self.epochs += 1;
+        let mut l = Lim::new(self.algo);
+        l.epoch = self.epochs;
+        l
+    }
+
+    /// Keys whose state still says something at `t` (unknown keys count as active).
+    pub fn active(&self, t: u128) -> Vec<u64> {
+        let p = self.p0();
+        self.keys
+            .iter()
+            .filter(|(_, k)| k.as_ref().is_none_or(|l| !l.is_idle(t, &p)))
+            .map(|(&k, _)| k)
+            .collect()
+    }
+
+    pub fn any_unknown(&self) -> bool {
+        self.keys.values().any(Option::is_none)
+    }
+
+    /// Whether `key` needs a slot at `t`: it has no state that still says something.
+    pub fn is_new(&self, key: u64, t: u128) -> bool {
+        let p = self.p0();
+        match self.keys.get(&key) {
+            None => true,
+            Some(None) => false,
+            Some(Some(l)) => l.is_idle(t, &p),
+        }
+    }
+
+    /// The state `key` decides with: its own, or a fresh one when idle (an idle entry
+    /// "decides exactly as a fresh key would").
+    pub fn state_for(&mut self, key: u64, t: u128) -> Option<&mut Lim> {
+        if self.is_new(key, t) {
+            let f = self.fresh();
+            self.keys.insert(key, Some(f));
+        }
+        self.keys.get_mut(&key).and_then(Option::as_mut)
+    }
+
+    /// The soonest moment an active entry frees up (`Deny`'s `retry_after`).
+    pub fn soonest_idle(&self, t: u128) -> Option<u128> {
+        let p = self.p0();
+        self.keys
+            .values()
+            .flatten()
+            .filter(|l| !l.is_idle(t, &p))
+            .map(|l| l.idle_at(&p))
+            .min()
+    }
+
+    /// The keys `Evict` may take at `t` (all active, known, other than `new`), by each
+    /// reading of "has used least" the model accepts: a bucket's debt in requests exactly
+    /// or rounded up; a window's current count or all it counts.
+    pub fn legal_victims(&self, t: u128, new: u64) -> Vec<u64> {
+        let p = self.p0();
+        let cands: Vec<(u64, &Lim)> = self
+            .keys
+            .iter()
+            .filter(|(&k, l)| k != new && l.as_ref().is_some_and(|l| !l.is_idle(t, &p)))
+            .map(|(&k, l)| (k, l.as_ref().expect("filtered")))
+            .collect();
+        let mut legal = Vec::new();
+        for reading in 0..2 {
+            // used as a fraction num/den, then the idle stamp.
+            let key = |l: &Lim| -> (u128, u128, u128) {
+                let (num, den) = match &l.s {
+                    State::Gcra(g) => {
+                        let (d, w) = g.used(t);
+                        if reading == 0 {
+                            (d, w)
+                        } else {
+                            (d.div_ceil(w), 1)
+                        }
+                    }
+                    State::Entries(e) => {
+                        let (curr, all) = e.used(t, &p);
+                        (if reading == 0 { curr } else { all }, 1)
+                    }
+                };
+                (num, den, l.idle_at(&p))
+            };
+            let best = cands
+                .iter()
+                .map(|(_, l)| key(l))
+                .min_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)).then(a.2.cmp(&b.2)));
+            if let Some(b) = best {
+                for (k, l) in &cands {
+                    let c = key(l);
+                    if c.0 * b.1 == b.0 * c.1 && c.2 == b.2 && !legal.contains(k) {
+                        legal.push(*k);
+                    }
+                }
+            }
+        }
+        legal
+    }
+}
