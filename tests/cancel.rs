@@ -138,3 +138,40 @@ fn a_fixed_window_cancel_into_a_later_window_restores_the_current_one() {
         assert_eq!(d.remaining(), 1, "keyed {keyed}");
     }
 }
+
+/// Issue 27, item 6 (found by the fuzzer): a request admitted at once within the burst
+/// after a reservation does not depend on it, so the reservation's cancel gives all of
+/// it back (x/time/rate: `tokens − (lastEvent − timeToAct)·rate`, and an admission at
+/// once acts no later than the reservation).
+#[test]
+fn a_cancel_gives_back_what_an_admission_within_the_burst_did_not_depend_on() {
+    let clock = ManualClock::new();
+    let l = limiter(
+        Algorithm::TokenBucket,
+        Quota::new(2, Duration::from_secs(1)).with_burst(8),
+        &clock,
+    );
+    let r = l.reserve(2, Duration::from_secs(600)).unwrap();
+    assert_eq!(r.wait_time(), Duration::ZERO);
+    assert!(l.check().is_allowed());
+    r.cancel();
+    assert_eq!(
+        l.peek_n(0).unwrap().remaining(),
+        7,
+        "only the check's request is used"
+    );
+    // A reservation that waited behind this one depends on it: a cancel then gives
+    // back only what the later one does not need.
+    let clock = ManualClock::new();
+    let l = limiter(
+        Algorithm::TokenBucket,
+        Quota::per_second(1).with_burst(2),
+        &clock,
+    );
+    assert!(l.check_n(2).unwrap().is_allowed());
+    let r1 = l.reserve(2, Duration::from_secs(60)).unwrap(); // acts at 2 s
+    let r2 = l.reserve(1, Duration::from_secs(60)).unwrap(); // acts at 3 s
+    assert_eq!(r2.wait_time(), Duration::from_secs(3));
+    r1.cancel(); // r2 acts 1 s after r1: 1 of r1's 2 comes back
+    assert_eq!(l.peek_n(0).unwrap().reset_after(), Duration::from_secs(4));
+}

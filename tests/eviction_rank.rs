@@ -341,6 +341,35 @@ fn tiers_tied_in_requests_evict_the_soonest_idle() {
     }
 }
 
+/// Issue 27, item 5 (found by the fuzzer), the sliding log: a key of a tier with a
+/// larger limit that used 3 entries stays, one that used 1 goes, although tier 0's
+/// limit (1) would count both as 1.
+#[test]
+fn log_tiers_are_ranked_by_every_entry_they_hold() {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64, _>::builder(Algorithm::SlidingLog, Quota::per_second(1))
+        .tiers([Quota::per_second(4)])
+        .max_keys(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let slots = l.stats().slots;
+    let big = l.tier(1).unwrap();
+    assert!(big.check_n(&7, 3).unwrap().is_allowed());
+    for k in 100..100 + slots - 2 {
+        assert!(big.check_n(&k, 4).unwrap().is_allowed());
+    }
+    assert!(big.check_n(&5, 1).unwrap().is_allowed());
+    assert_eq!(l.stats().occupied, slots);
+    assert!(big.check(&9).is_allowed()); // a new key: one eviction
+    assert_eq!(l.stats().evictions, 1);
+    assert_eq!(
+        big.peek_n(&7, 0).unwrap().remaining(),
+        1,
+        "the key that used 3 was evicted"
+    );
+}
+
 /// A booking on a key that is then evicted, and the key back with a fresh state: the
 /// booking's cancel gives the fresh state nothing (its generation is new), for every
 /// algorithm; compared with a twin that never cancels.

@@ -18,6 +18,9 @@ pub(crate) enum Booking {
         tat: u64,
         /// `cost · T`, ns.
         weight: u64,
+        /// When the booked request may proceed (engine ns; its reading for an
+        /// admission): what a cancel measures later bookings from.
+        due: u64,
     },
     /// A window algorithm: the window index booked into, and the cost.
     Window {

@@ -234,6 +234,7 @@ impl Gcra {
         let booking = Booking::Gcra {
             tat: new_tat,
             weight,
+            due: at,
         };
         booking::stored(new_tat, wait, decision, booking)
     }
@@ -242,11 +243,13 @@ impl Gcra {
     /// check that no reset or reclaim came between: see `reservation::Origin`).
     ///
     /// A **cancel** gives back what no later booking depends on (Go x/time/rate's
-    /// `CancelAt` rule in GCRA terms): the booking's `weight`, less the time later
-    /// bookings added after it (`TAT − booked TAT`); all of it when `TAT` is below the
-    /// booked one (cancels of earlier bookings took the state below this booking's
-    /// end, so nothing booked after it is left in it: x/time/rate gives such a last
-    /// booking back whole too).
+    /// `CancelAt` rule in GCRA terms, `tokens − (lastEvent − timeToAct)·rate`): the
+    /// booking's `weight`, less how far the last booking acts after this one's `due`
+    /// time. A booking acts at `TAT − τ` when it had to wait (the last one made sets
+    /// `TAT`), and at its own reading otherwise, which is before this one's `due` (a
+    /// cancel comes before it is due): so the later bookings depend on
+    /// `max(TAT − τ − due, 0)`. A request admitted at once within the burst depends on
+    /// nothing, and a booking left last by earlier cancels gives all of itself back.
     ///
     /// A **roll-back** (the request never proceeded: a multi-limit check denied by
     /// another limit, a middleware whose other policy denied) gives back the part of
@@ -271,8 +274,7 @@ impl Gcra {
     pub(crate) fn refund(
         &self,
         tat: u64,
-        booked_tat: u64,
-        weight: u64,
+        (booked_tat, weight, due): (u64, u64, u64),
         now: u64,
         roll_back: bool,
     ) -> Option<u64> {
@@ -281,7 +283,8 @@ impl Gcra {
         } else if self.is_shaper() && tat != booked_tat {
             return None;
         } else {
-            weight.saturating_sub(tat.saturating_sub(booked_tat))
+            let later = tat.saturating_sub(self.tau).saturating_sub(due);
+            weight.saturating_sub(later)
         };
         (restore > 0).then(|| tat.saturating_sub(restore))
     }
@@ -292,6 +295,8 @@ impl Gcra {
         Booking::Gcra {
             tat,
             weight: u64::from(cost) * self.t,
+            // Only rolled back (never cancelled), which does not read it.
+            due: 0,
         }
     }
 

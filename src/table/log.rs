@@ -102,7 +102,9 @@ impl SlotEntry for LogEntry {
         me: Candidate<Cursor>,
         scan: &mut ClaimScan<Candidate<Cursor>>,
     ) {
-        let params = logs.params.get(0);
+        // Every entry the ring holds counts: a ring is as long as the largest tier's
+        // limit, and a key of that tier used more entries than tier 0's limit shows.
+        let params = logs.params.get(0).over_ring(logs.ring_len as u32);
         let at = params.cursor_idle_at(self.cursor);
         // The cursor bounds the rank (a live log has used from 1 to `limit` entries);
         // its ring (other cache lines) is searched only when the bounds differ and the

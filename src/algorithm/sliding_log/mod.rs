@@ -54,6 +54,16 @@ impl SlidingLog {
         self.limit
     }
 
+    /// These parameters counting every entry of a ring of `len` timestamps (`len` at
+    /// least the limit: a keyed table's rings hold its largest tier's limit), for the
+    /// eviction rank, which compares what keys of every tier used.
+    pub(crate) fn over_ring(&self, len: u32) -> SlidingLog {
+        SlidingLog {
+            period: self.period,
+            limit: len.max(self.limit),
+        }
+    }
+
     /// The window length, ns.
     pub(crate) fn period(&self) -> u64 {
         self.period
