@@ -1,6 +1,7 @@
 //! The keyed target's operations (split from keyed.rs to keep each file short).
 
 use super::*;
+use tollgate_fuzz::model::State;
 
 impl<'l> Run<'l> {
     pub(super) fn step(&mut self, op: &Op) {
@@ -74,6 +75,22 @@ impl<'l> Run<'l> {
                     format_args!("tier({i}).set_quota({np:?}) gave {got:?}"),
                     &self.trace,
                 );
+                // README: "a bucket's debt at the change `c` is converted into the new quota's
+                // requests, `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`": every state the retired
+                // rate wrote is converted at the change (a rate another tier still uses stays).
+                let retired = !self
+                    .m
+                    .tiers
+                    .iter()
+                    .enumerate()
+                    .any(|(j, q)| j != i && q.t() == old.t());
+                if self.algo.is_bucket() && old.t() != np.t() && retired {
+                    for s in self.m.keys.values_mut().flatten() {
+                        if matches!(&s.s, State::Gcra(g) if g.wt == old.t()) {
+                            s.convert(t, &np);
+                        }
+                    }
+                }
                 self.m.tiers[i] = np;
             }
             Op::CheckAll(r, wall_first) => self.check_all(r, wall_first),

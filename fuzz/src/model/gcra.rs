@@ -30,7 +30,9 @@ impl Gcra {
         if self.wt == 0 || self.wt == tn || self.tat <= t {
             return self.tat;
         }
-        t + ((self.tat - t) * tn).div_ceil(self.wt)
+        // Saturating: a debt the engine cannot hold is past the horizon, where the
+        // targets stop comparing.
+        t.saturating_add((self.tat - t).saturating_mul(tn).div_ceil(self.wt))
     }
 
     /// Stores the conversion; true when a debt was converted to another rate (bookings

@@ -249,6 +249,15 @@ impl Lim {
         }
     }
 
+    /// Whether every time the state holds is below the horizon (the engine's states are;
+    /// beyond it the README states nothing, so the targets stop comparing).
+    pub fn below_horizon(&self) -> bool {
+        match &self.s {
+            State::Gcra(g) => g.tat < HORIZON,
+            State::Entries(e) => e.v.iter().all(|x| x.ts < HORIZON),
+        }
+    }
+
     pub fn is_idle(&self, t: u128, p: &Params) -> bool {
         self.idle_at(p) <= t
     }
