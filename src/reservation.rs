@@ -256,7 +256,7 @@ impl fmt::Debug for Reservation<'_> {
 
 /// An admission's booking, owned: the key's hash and what was booked, to be given
 /// back exactly (whether or not it is due) by the limiter that made it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(not(feature = "tower"), allow(dead_code))]
 pub(crate) struct Undo {
     pub(crate) key: u64,

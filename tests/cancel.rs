@@ -175,3 +175,45 @@ fn a_cancel_gives_back_what_an_admission_within_the_burst_did_not_depend_on() {
     r1.cancel(); // r2 acts 1 s after r1: 1 of r1's 2 comes back
     assert_eq!(l.peek_n(0).unwrap().reset_after(), Duration::from_secs(4));
 }
+
+/// Issue 27, item 4 (found by the fuzzer): a log cancel writes back exactly the
+/// entries its booking overwrote, whatever their times: never-used entries stay unused
+/// (they came back as admissions at the time of the one real entry), and distinct
+/// admission times each come back.
+#[test]
+fn a_log_cancel_writes_back_each_overwritten_entry() {
+    let clock = ManualClock::new();
+    let log = limiter(
+        Algorithm::SlidingLog,
+        Quota::new(6, Duration::from_millis(1)),
+        &clock,
+    );
+    assert!(log.check().is_allowed());
+    let r = log.reserve(6, Duration::from_secs(1)).unwrap();
+    assert_eq!(r.wait_time(), Duration::from_millis(1));
+    r.cancel();
+    assert_eq!(
+        log.peek_n(0).unwrap().remaining(),
+        5,
+        "one admission, not six"
+    );
+    // Distinct times: admissions at 0 and 0.5 ms, a booking of all 6 at 1 ms (0.5 ms
+    // later), cancelled at once; at 1.2 ms only the one at 0.5 ms is in the window.
+    let clock = ManualClock::new();
+    let log = limiter(
+        Algorithm::SlidingLog,
+        Quota::new(6, Duration::from_millis(1)),
+        &clock,
+    );
+    assert!(log.check().is_allowed());
+    clock.advance(Duration::from_micros(500));
+    assert!(log.check().is_allowed());
+    let r = log.reserve(6, Duration::from_secs(1)).unwrap();
+    r.cancel();
+    clock.advance(Duration::from_micros(700));
+    assert_eq!(
+        log.peek_n(0).unwrap().remaining(),
+        5,
+        "the admission at 0 has left"
+    );
+}

@@ -12,7 +12,7 @@ use tollgate::{ManualClock, Quota, RateLimiter, Reservation, ReserveError};
 use tollgate_fuzz::check::{self, decision, promise, Trace};
 use tollgate_fuzz::model::{Algo, Lim, Params, Reserved, HORIZON};
 
-const BOUNDS: &str = "README (Bounds): \"`build()` refuses with a `ConfigError` naming the bound: zero limit, period or burst; a burst on a window algorithm; more than one request per nanosecond; `burst·T` or the period beyond 146 years; window quotas whose counts and full window index do not fit one word (... the period must exceed `2^(c−2)` ns, respectively `2^(2c−2)` ns ...); a `SlidingLog` limit above 65,536.\"";
+const BOUNDS: &str = "README (Bounds): \"`build()` refuses with a `ConfigError` naming the bound: zero limit, period or burst; a burst on a window algorithm; a bucket rate of more than one request per nanosecond (its emission interval would round to zero; the windows and the log count a limit per period, which takes any rate their layouts below hold); `burst·T` or the period beyond 146 years; window quotas whose counts and full window index do not fit one word (... the period must exceed `2^(c−2)` ns, respectively `2^(2c−2)` ns ...); a `SlidingLog` limit above 65,536.\"";
 
 #[derive(Arbitrary, Debug)]
 enum Num {
@@ -70,8 +70,8 @@ fn refused(algo: Algo, limit: u64, period: u64, burst: Option<u64>) -> Option<&'
     if !algo.is_bucket() && b != limit {
         return Some("a burst on a window algorithm");
     }
-    if limit > period {
-        return Some("more than one request per nanosecond");
+    if algo.is_bucket() && limit > period {
+        return Some("a bucket rate of more than one request per nanosecond");
     }
     let t = u128::from(period).div_ceil(u128::from(limit));
     if u128::from(period) > HORIZON || (algo.is_bucket() && u128::from(b) * t > HORIZON) {
@@ -226,7 +226,11 @@ fn run(input: Input) {
                 ));
                 if let Err(ReserveError::TooLong { wait, max_wait }) = &got {
                     let bound = Duration::from_nanos(mw).min(Reservation::MAX_WAIT);
-                    promise(wait > max_wait && *max_wait == bound, check::TOO_LONG, format_args!("TooLong {{ wait: {wait:?}, max_wait: {max_wait:?} }} for max_wait {mw} ns"), &trace);
+                    // "or the time left until the engine's horizon when the booking
+                    // would end past it".
+                    let left = u64::try_from(HORIZON.saturating_sub(t)).unwrap_or(u64::MAX);
+                    let at_horizon = bound.min(Duration::from_nanos(left));
+                    promise(wait > max_wait && (*max_wait == bound || *max_wait == at_horizon), check::TOO_LONG, format_args!("TooLong {{ wait: {wait:?}, max_wait: {max_wait:?} }} for max_wait {mw} ns"), &trace);
                 }
                 let e = m.reserve(
                     t,

@@ -20,9 +20,9 @@ pub const DENIAL_NOTHING: &str = "README (check_all): \"a denial takes nothing f
 pub const DENIAL_NAMES: &str = "README (check_all): \"a denial takes nothing from any, names every limit that denied and reports the longest wait\"";
 pub const CANCEL: &str = "README: \"`cancel()` gives back what no later booking depends on, by Go x/time/rate's `CancelAt` rule (nothing once the reservation is due)\"";
 pub const PENDING: &str =
-    "README: \"While a booking is pending, `check` denies what would overtake it.\"";
+    "README: \"While a booking is pending, `check` denies what would overtake it (the sliding window: what would come before the booking's window ...).\"";
 pub const RESERVE: &str = "README: \"For the buckets this is GCRA virtual scheduling ...; the fixed window books into the earliest window where the request fits ..., the sliding window at the earliest time its weighted count admits the request, the sliding log at the time its `n`-th oldest entry leaves the window.\"";
-pub const TOO_LONG: &str = "ReserveError::TooLong::max_wait: \"The longest wait allowed: the caller's `max_wait`, or `Reservation::MAX_WAIT` when that is smaller ... Always less than `wait`.\" (README: \"beyond it, `ReserveError::TooLong` reports that bound as its `max_wait`\")";
+pub const TOO_LONG: &str = "ReserveError::TooLong::max_wait: \"The longest wait allowed: the caller's `max_wait`, or `Reservation::MAX_WAIT` when that is smaller ..., or the time left until the engine's horizon ... when the booking would end past it. Always less than `wait`.\" (README: \"beyond it, `ReserveError::TooLong` reports that bound as its `max_wait`\")";
 pub const SET_QUOTA_BUCKET: &str = "README: \"a bucket's debt at the change `c` is converted into the new quota's requests, `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`, rounded up so the limit is never exceeded\"";
 pub const SET_QUOTA_WINDOW: &str = "README: \"The windows keep their counts and apply the new limit at once\"; \"The sliding log keeps its timestamps\"";
 pub const CONVERTED_NOTHING: &str = "README: \"after a `set_quota` or tier change that converted a bucket's state to another rate, nothing either (the booking was converted with the rest; each booking records the rate it was counted at)\"";

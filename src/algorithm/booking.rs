@@ -8,7 +8,7 @@ use crate::Decision;
 pub(crate) const MAX_WAIT_NS: u64 = super::HORIZON_NS / 4;
 
 /// The capacity a reservation took from one state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Booking {
     /// Nothing to give back (an untracked admission, or already given back).
     Nothing,
@@ -40,16 +40,31 @@ pub(crate) enum Booking {
         at: u64,
         /// How many entries.
         cost: u32,
-        /// The newest of the entries the booking overwrote (its ring's `cost` oldest),
-        /// which a refund writes back: the log's own admission times, never one made
-        /// up (see `SlidingLog::refund`).
-        prior: u64,
+        /// The entries the booking overwrote (its ring's `cost` oldest), which a
+        /// refund writes back: the log's own admission times, never one made up.
+        prior: Overwritten,
     },
+}
+
+/// The entries a sliding-log booking overwrote, oldest first, as a refund writes them
+/// back: without an allocation when they were all one time (a cost of 1, a key that had
+/// never logged that many: the empty entries come first), else each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Overwritten {
+    /// `empties` entries that never held an admission, then the rest all at `time`.
+    Uniform {
+        /// How many never held an admission.
+        empties: u32,
+        /// The time of the others.
+        time: u64,
+    },
+    /// Each entry's time.
+    Each(Box<[u64]>),
 }
 
 /// A successful booking: how long from the reading to hold the request, the decision
 /// as of that time, and what was booked.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Booked {
     /// ns from the reading until the request may proceed.
     pub(crate) wait: u64,

@@ -7,8 +7,10 @@
 //! (and gives up the rest of the current one, so nothing overtakes it), the sliding window
 //! at the earliest time its weighted count admits the request, the sliding log at the time
 //! its `n`-th oldest entry leaves the window. While a booking is pending, `check` denies
-//! what would overtake it." A booking is an entry at its due time; an entry later than
-//! now is pending.
+//! what would overtake it (the sliding window: what would come before the booking's
+//! window; its state keeps counts, not the booked time, ...)." A booking is an entry at
+//! its due time; an entry later than the gate (the newest entry, or for the sliding
+//! window the start of the newest entry's window) is pending.
 
 use super::{Algo, Booking, Expect, Params};
 
@@ -33,8 +35,19 @@ impl Entries {
             .sum()
     }
 
-    fn pending(&self, t: u128) -> bool {
-        self.v.iter().any(|e| e.ts > t)
+    fn pending(&self, t: u128, p: &Params) -> bool {
+        self.gate(p).is_some_and(|g| g > t)
+    }
+
+    /// The earliest time a new request may be decided at: the newest entry (a pending
+    /// booking's time), or, for the sliding window, the start of its window (README:
+    /// "its state keeps counts, not the booked time").
+    fn gate(&self, p: &Params) -> Option<u128> {
+        let m = self.newest()?;
+        Some(match p.algo {
+            Algo::Sliding => m / p.period * p.period,
+            _ => m,
+        })
     }
 
     fn newest(&self) -> Option<u128> {
@@ -47,7 +60,7 @@ impl Entries {
         let big_p = p.period;
         let l = u128::from(p.limit);
         let n = u128::from(n);
-        let t0 = self.newest().map_or(t, |m| m.max(t));
+        let t0 = self.gate(p).map_or(t, |g| g.max(t));
         let k0 = t0 / big_p;
         match p.algo {
             Algo::Fixed => {
@@ -100,7 +113,7 @@ impl Entries {
     /// README (Decision::remaining): "How many more requests of cost 1 would be admitted
     /// right now": none while a booking is pending.
     pub fn remaining(&self, t: u128, p: &Params) -> u32 {
-        if self.pending(t) {
+        if self.pending(t, p) {
             return 0;
         }
         let big_p = p.period;

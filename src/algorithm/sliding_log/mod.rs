@@ -6,7 +6,7 @@
 //! `t`. The ring holds timestamps in admission order, so at most `limit` admissions lie
 //! in any interval `(t − P, t]`.
 
-use super::booking::{Booked, Booking, Reserved};
+use super::booking::{Booked, Booking, Overwritten, Reserved};
 use super::SLIDING_LOG_MAX_LIMIT;
 use crate::{ConfigError, Decision, Quota};
 use ring::EMPTY;
@@ -171,13 +171,9 @@ impl SlidingLog {
         now: u64,
         cost: u32,
     ) -> (Decision, Booking) {
-        let prior = if cost > 0 {
-            ring.entry(cost - 1)
-        } else {
-            EMPTY
-        };
+        let prior = (cost > 0).then(|| overwritten(ring, cost));
         let d = self.step(ring, now, cost);
-        let booking = if d.is_allowed() && cost > 0 {
+        let booking = if let (true, Some(prior)) = (d.is_allowed(), prior) {
             Booking::Log {
                 at: ring.newest,
                 cost,
@@ -250,7 +246,7 @@ impl SlidingLog {
         if let Some(late) = super::booking::Late::check(wait, max_wait, at, reading) {
             return Err(late);
         }
-        let prior = ring.entry(cost - 1);
+        let prior = overwritten(ring, cost);
         for i in 0..cost {
             let idx = ring.wrap(i);
             ring.ts.set(idx, at);
@@ -270,20 +266,14 @@ impl SlidingLog {
 
     /// Gives back a booking of `cost` entries at `at` while they are still the newest
     /// (no later booking depends on them): the ring steps back over them, and the
-    /// slots get back `prior`, the newest of the entries the booking overwrote. That
-    /// is exact when those entries had one time (a cost of 1, a key that had never
-    /// logged that many, a booking that overwrote one earlier booking); otherwise the
-    /// older ones come back at the newest one's time, a real admission's, never later:
-    /// the log never forgets an admission it held, never holds one that was not made,
-    /// and may hold an older one until its newer neighbour leaves (which matters only
-    /// after a `set_quota` lengthened the period: under the period it was booked in,
-    /// they had all left the window by `at`).
+    /// slots get back the entries the booking overwrote (`prior`), exactly: the log
+    /// never forgets an admission it held, nor holds one that was not made.
     pub(crate) fn refund<S: Stamps>(
         &self,
         ring: &mut Ring<S>,
         at: u64,
         cost: u32,
-        prior: u64,
+        prior: &Overwritten,
         now: u64,
     ) -> bool {
         // The whole ring, not only the newest `limit` entries `set_quota` may have
@@ -296,7 +286,17 @@ impl SlidingLog {
         ring.head = ring.wrap(len - cost) as u32;
         for i in 0..cost {
             let idx = ring.wrap(i);
-            ring.ts.set(idx, prior);
+            let was = match prior {
+                Overwritten::Uniform { empties, time } => {
+                    if i < *empties {
+                        EMPTY
+                    } else {
+                        *time
+                    }
+                }
+                Overwritten::Each(v) => v[i as usize],
+            };
+            ring.ts.set(idx, was);
         }
         ring.newest = ring.entry(len - 1);
         ring.booked = ring.newest != EMPTY && ring.newest > now;
@@ -409,4 +409,23 @@ impl SlidingLog {
         };
         [1, self.limit].map(|used| ((u128::from(used) | booked) << 64) | u128::from(idle_at))
     }
+}
+
+/// The `cost` oldest entries of `ring` (`1 <= cost <= len`), which a booking of `cost`
+/// is about to overwrite: one read for a cost of 1; an allocation only when they held
+/// more than one time (never-used entries come first, as the ring fills in order).
+fn overwritten<S: Stamps>(ring: &Ring<S>, cost: u32) -> Overwritten {
+    let time = ring.entry(cost - 1);
+    let mut empties = 0;
+    for i in 0..cost - 1 {
+        match ring.entry(i) {
+            EMPTY if empties == i => empties += 1,
+            t if t == time && t != EMPTY => {}
+            _ => return Overwritten::Each((0..cost).map(|i| ring.entry(i)).collect()),
+        }
+    }
+    if time == EMPTY {
+        empties = cost;
+    }
+    Overwritten::Uniform { empties, time }
 }
