@@ -18,9 +18,10 @@ pub(crate) enum Booking {
         tat: u64,
         /// `cost · T`, ns.
         weight: u64,
-        /// When the booked request may proceed (engine ns; its reading for an
-        /// admission): what a cancel measures later bookings from.
-        due: u64,
+        /// When the booked request may proceed plus the burst's span `τ` of the
+        /// quota it was booked under (engine ns): a later booking that leaves `TAT`
+        /// past this acts after it, by the difference (what a cancel measures).
+        acts: u64,
     },
     /// A window algorithm: the window index booked into, and the cost.
     Window {

@@ -234,7 +234,7 @@ impl Gcra {
         let booking = Booking::Gcra {
             tat: new_tat,
             weight,
-            due: at,
+            acts: at + self.tau,
         };
         booking::stored(new_tat, wait, decision, booking)
     }
@@ -248,8 +248,10 @@ impl Gcra {
     /// time. A booking acts at `TAT − τ` when it had to wait (the last one made sets
     /// `TAT`), and at its own reading otherwise, which is before this one's `due` (a
     /// cancel comes before it is due): so the later bookings depend on
-    /// `max(TAT − τ − due, 0)`. A request admitted at once within the burst depends on
-    /// nothing, and a booking left last by earlier cancels gives all of itself back.
+    /// `max(TAT − τ − due, 0)`, with `τ` of the quota the booking was made under (the
+    /// booking records `due + τ` as `acts`, as a keyed table refunds with tier 0's
+    /// parameters). A request admitted at once within the burst depends on nothing, and
+    /// a booking left last by earlier cancels gives all of itself back.
     ///
     /// A **roll-back** (the request never proceeded: a multi-limit check denied by
     /// another limit, a middleware whose other policy denied) gives back the part of
@@ -274,7 +276,7 @@ impl Gcra {
     pub(crate) fn refund(
         &self,
         tat: u64,
-        (booked_tat, weight, due): (u64, u64, u64),
+        (booked_tat, weight, acts): (u64, u64, u64),
         now: u64,
         roll_back: bool,
     ) -> Option<u64> {
@@ -283,7 +285,7 @@ impl Gcra {
         } else if self.is_shaper() && tat != booked_tat {
             return None;
         } else {
-            let later = tat.saturating_sub(self.tau).saturating_sub(due);
+            let later = tat.saturating_sub(acts);
             weight.saturating_sub(later)
         };
         (restore > 0).then(|| tat.saturating_sub(restore))
@@ -296,7 +298,7 @@ impl Gcra {
             tat,
             weight: u64::from(cost) * self.t,
             // Only rolled back (never cancelled), which does not read it.
-            due: 0,
+            acts: 0,
         }
     }
 

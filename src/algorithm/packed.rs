@@ -203,8 +203,8 @@ impl PackedAlgorithm for Gcra {
     #[inline]
     fn refund(&self, state: u64, booking: &Booking, now: u64, roll_back: bool) -> Option<u64> {
         match *booking {
-            Booking::Gcra { tat, weight, due } => {
-                Gcra::refund(self, state, (tat, weight, due), now, roll_back)
+            Booking::Gcra { tat, weight, acts } => {
+                Gcra::refund(self, state, (tat, weight, acts), now, roll_back)
             }
             _ => None,
         }

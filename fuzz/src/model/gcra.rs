@@ -17,6 +17,10 @@ pub struct Gcra {
     pub last_event: Option<u128>,
     /// The leaky bucket's admissions still holding their slots, in order (ids).
     pub slots: Vec<u64>,
+    /// A conversion took the debt past the horizon (README: "a debt reaching past the
+    /// clock's horizon, 146 years, ends there"): from then on the model is no longer
+    /// exact, even once converted back below it.
+    pub was_past_horizon: bool,
 }
 
 impl Gcra {
@@ -45,6 +49,7 @@ impl Gcra {
         }
         let converted = self.wt != 0 && self.tat > t;
         self.tat = self.effective(t, p);
+        self.was_past_horizon |= self.tat >= super::HORIZON;
         self.wt = tn;
         if converted {
             self.last_event = None;

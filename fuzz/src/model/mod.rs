@@ -253,7 +253,7 @@ impl Lim {
     /// beyond it the README states nothing, so the targets stop comparing).
     pub fn below_horizon(&self) -> bool {
         match &self.s {
-            State::Gcra(g) => g.tat < HORIZON,
+            State::Gcra(g) => g.tat < HORIZON && !g.was_past_horizon,
             State::Entries(e) => e.v.iter().all(|x| x.ts < HORIZON),
         }
     }
