@@ -17,6 +17,8 @@ pub mod headers;
 pub mod json;
 pub mod proto;
 pub mod reload;
+pub mod respond;
 pub mod rules;
 pub mod serve;
 pub mod stats;
+pub mod unknown;

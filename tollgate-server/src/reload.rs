@@ -1,7 +1,7 @@
 //! Loading the configuration directory, and reloading it when a file changes (polled) or
-//! on SIGHUP. A limit whose identity is unchanged keeps its limiter, and so its counts; a
-//! directory that cannot be used is refused, logged with its file, line and field, and the
-//! previous configuration keeps serving.
+//! on SIGHUP. A limit at the same place keeps its limiter, and what its keys used follows a
+//! change of its quota (`rules::carry`); a directory that cannot be used is refused, logged
+//! with its file, line and field, and the previous configuration keeps serving.
 
 use crate::config::load_dir;
 use crate::engine::Engine;
@@ -33,17 +33,22 @@ pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
 /// The refusal (file, line, field, message); the engine is left as it was.
 pub async fn reload(engine: &Engine, dir: &Path) -> Result<usize, String> {
     let config = load_dir(dir).map_err(|e| e.to_string())?;
-    let previous = engine.rules().by_id();
-    let rules = Rules::compile(&config, engine.backend(), &previous).await?;
-    let limits = rules.by_id();
-    let kept = limits.keys().filter(|k| previous.contains_key(*k)).count();
-    let n = limits.len();
+    let previous = engine.rules().by_slot();
+    let compiled = Rules::compile(&config, engine.backend(), &previous).await?;
+    let (kept, retuned, fresh) = (compiled.kept, compiled.retunes.len(), compiled.fresh);
+    let rules = compiled.commit();
+    let n = kept + retuned + fresh;
     engine.swap(rules);
+    if config.domains.is_empty() {
+        tracing::warn!(dir = %dir.display(), "no configuration file (*.yaml, *.yml): no request is limited");
+    }
     tracing::info!(
         dir = %dir.display(),
         domains = config.domains.len(),
         limits = n,
         kept,
+        retuned,
+        new = fresh,
         "configuration loaded"
     );
     Ok(n)
