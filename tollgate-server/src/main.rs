@@ -209,6 +209,7 @@ async fn run(args: Args) -> Result<(), String> {
         args.response_headers,
         input,
     ));
+    let loaded = tollgate_server::reload::fingerprint(&args.config);
     tollgate_server::reload::reload(&engine, &args.config).await?;
 
     let grpc = tokio::net::TcpListener::bind(args.grpc)
@@ -240,6 +241,7 @@ async fn run(args: Args) -> Result<(), String> {
         Arc::clone(&engine),
         args.config.clone(),
         Duration::from_millis(args.watch_interval_ms),
+        loaded,
     ));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

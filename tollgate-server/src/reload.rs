@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 /// What identifies the directory's content without reading it: each YAML file's name,
 /// modification time and length.
-pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
+pub fn fingerprint(dir: &Path) -> Fingerprint {
     crate::config::config_files(dir)
         .unwrap_or_default()
         .into_iter()
@@ -54,10 +54,15 @@ pub async fn reload(engine: &Engine, dir: &Path) -> Result<usize, String> {
     Ok(n)
 }
 
+/// What [`fingerprint`] returns.
+pub type Fingerprint = Vec<(PathBuf, Option<SystemTime>, u64)>;
+
 /// Reloads `dir` whenever its files change (checked every `interval`) or the process
-/// gets SIGHUP; runs until the task is dropped.
-pub async fn watch(engine: Arc<Engine>, dir: PathBuf, interval: Duration) {
-    let mut last = fingerprint(&dir);
+/// gets SIGHUP; runs until the task is dropped. `loaded` is the directory's fingerprint
+/// taken before the configuration being served was read (so that a change made while the
+/// process starts is not missed).
+pub async fn watch(engine: Arc<Engine>, dir: PathBuf, interval: Duration, loaded: Fingerprint) {
+    let mut last = loaded;
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -65,7 +70,10 @@ pub async fn watch(engine: Arc<Engine>, dir: PathBuf, interval: Duration) {
             None
         }
     };
-    let mut tick = tokio::time::interval(interval);
+    // The first check one interval from now (a plain `interval` ticks at once, and a
+    // change written between the fingerprint above and that tick would be reloaded with
+    // no signal and no interval elapsed).
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let signalled = tokio::select! {

@@ -267,22 +267,40 @@ async fn an_override_in_an_unknown_domain_is_not_applied() {
     assert_eq!(r.statuses[0].current_limit, None, "{r:?}");
 }
 
-/// Items 7 and 8: `duration_until_reset` is whole seconds to the end of the clock-aligned
-/// window (`unit − now mod unit`), for an admitted request, a denied one and a limit of 0.
-#[tokio::test]
-async fn duration_until_reset_is_whole_seconds_to_the_window_end() {
-    let yaml = "domain: d
+const RESET_YAML: &str = "domain: d
 descriptors:
   - key: user
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: zero
     rate_limit: {unit: minute, requests_per_unit: 0}
 ";
+
+/// Item 7: `duration_until_reset` is whole seconds to the end of the clock-aligned window
+/// (`unit − now mod unit`), for an admitted request and a denied one.
+#[tokio::test]
+async fn duration_until_reset_is_whole_seconds_to_the_window_end() {
     settle_in_minute(5).await;
-    let (_dir, e) = engine(yaml).await;
-    for (key, code) in [("user", OK), ("user", OVER), ("zero", OVER)] {
+    let (_dir, e) = engine(RESET_YAML).await;
+    expect_window_end(&e, &[("user", OK), ("user", OVER)]).await;
+}
+
+/// Item 8: a limit of 0 reports the end of the current window, not a whole unit; and so
+/// does a check of 0 hits on it, which is OK.
+#[tokio::test]
+async fn a_zero_limit_reports_the_window_end() {
+    settle_in_minute(5).await;
+    let (_dir, e) = engine(RESET_YAML).await;
+    expect_window_end(&e, &[("zero", OVER)]).await;
+    let r = decide(&e, one("d", &[("zero", "q")], Some(0))).await;
+    assert_eq!((r.overall_code, r.statuses[0].code), (OK, OK), "{r:?}");
+    expect_window_end(&e, &[("zero", OVER)]).await;
+}
+
+/// Each call of `(key, code)` gets `code` and a whole-second reset at the window's end.
+async fn expect_window_end(e: &Engine, calls: &[(&str, i32)]) {
+    for &(key, code) in calls {
         let before = 60 - unix_now() % 60;
-        let r = decide(&e, one("d", &[(key, "q")], None)).await;
+        let r = decide(e, one("d", &[(key, "q")], None)).await;
         let after = 60 - unix_now() % 60;
         assert_eq!(r.statuses[0].code, code, "{r:?}");
         let d = r.statuses[0].duration_until_reset.unwrap();
