@@ -307,3 +307,45 @@ pub async fn decide_each(items: &[Item], idx: &[usize], count: bool, out: &mut [
         };
     }
 }
+
+/// envoyproxy/ratelimit's counting (`--count-denied-hits`): each limit `idx` decided on
+/// its own, counting its hits when they fit whatever the others say; a limit that denies
+/// is charged what it had left, so that it stays over as upstream's `INCRBY` before
+/// deciding leaves it. Returns whether none of them denied.
+pub async fn decide_counting(items: &[Item], idx: &[usize], out: &mut [Outcome]) -> bool {
+    decide_each(items, idx, true, out).await;
+    let mut none_denied = true;
+    for &i in idx {
+        if out[i].denied() {
+            none_denied = false;
+            if let Some(l) = limiter(&items[i]) {
+                take_rest(l, &items[i].key).await;
+            }
+        }
+    }
+    none_denied
+}
+
+/// Takes what `key` has left on `l`.
+async fn take_rest(l: &Limiter, key: &str) {
+    let Outcome::Decided(d) = look(l, key, 0).await else {
+        return;
+    };
+    let rest = d.remaining();
+    if rest == 0 {
+        return;
+    }
+    // A failure here leaves the key as it was: the denial itself stands.
+    match l {
+        Limiter::Local(k) => {
+            let _ = k.check_n(key, rest);
+        }
+        Limiter::Exact(r) => {
+            let _ = Box::pin(r.check_n(key, rest)).await;
+        }
+        Limiter::Hybrid(h) => {
+            let _ = h.check_n(key, rest);
+        }
+        Limiter::Zero => {}
+    }
+}

@@ -5,7 +5,9 @@
 
 use crate::backend::{Backend, LimitParams};
 use crate::config::{RateLimitSpec, Unit};
-use crate::decide::{all_over, decide_each, decide_enforced, look_all, Item, Outcome};
+use crate::decide::{
+    all_over, decide_counting, decide_each, decide_enforced, look_all, Item, Outcome,
+};
 use crate::headers::HeaderMode;
 use crate::proto::{RateLimitRequest, RateLimitResponse};
 use crate::respond::{respond, DetailedCounters};
@@ -38,6 +40,21 @@ impl Default for InputLimits {
     }
 }
 
+/// How decisions count and deny, beyond each limit's own configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// envoyproxy/ratelimit's counting (`--count-denied-hits`): every limit of a request is
+    /// decided on its own and counts its hits whatever the others say, and a limit that
+    /// denies is charged what it had left (upstream's `INCRBY` before deciding). Off: all
+    /// or nothing, a denial takes nothing.
+    pub count_denied_hits: bool,
+    /// Every request is answered `OK`; statuses still say which limits are over
+    /// (upstream's `SHADOW_MODE`).
+    pub global_shadow: bool,
+    /// Every limit is a quota-mode limit (upstream's `QUOTA_MODE`).
+    pub global_quota: bool,
+}
+
 /// The server's decision state: the compiled configuration (swapped on reload), the
 /// backend, and the limits created for descriptors' own `limit` overrides.
 #[derive(Debug)]
@@ -49,6 +66,7 @@ pub struct Engine {
     unknown: UnknownDomains,
     header_mode: HeaderMode,
     input: InputLimits,
+    policy: Policy,
 }
 
 /// Distinct override limits kept at once (beyond, a new one is refused).
@@ -70,7 +88,15 @@ impl Engine {
             unknown: UnknownDomains::default(),
             header_mode,
             input,
+            policy: Policy::default(),
         }
+    }
+
+    /// This engine deciding under `policy`.
+    #[must_use]
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// The configuration being served.
@@ -275,11 +301,11 @@ impl Engine {
                 }
             }
         }
+        let global_quota = self.policy.global_quota;
         let applies = |i: usize, quota: bool| {
-            items[i]
-                .rule
-                .as_ref()
-                .is_some_and(|r| !r.spec.unlimited && !r.shadow_mode && r.quota_mode == quota)
+            items[i].rule.as_ref().is_some_and(|r| {
+                !r.spec.unlimited && !r.shadow_mode && (r.quota_mode || global_quota) == quota
+            })
         };
         let enforced: Vec<usize> = (0..items.len()).filter(|&i| applies(i, false)).collect();
         let quota: Vec<usize> = (0..items.len()).filter(|&i| applies(i, true)).collect();
@@ -292,20 +318,28 @@ impl Engine {
             })
             .collect();
         let mut outcomes: Vec<Outcome> = (0..items.len()).map(|_| Outcome::None).collect();
-        let allowed = if all_over(&items, &quota) {
+        // A request fails on its quota-mode limits only when all of them are over.
+        let quota_over =
+            |out: &[Outcome]| !quota.is_empty() && quota.iter().all(|&i| out[i].denied());
+        let counting = self.policy.count_denied_hits;
+        let allowed = if counting {
+            let enforced_ok = decide_counting(&items, &enforced, &mut outcomes).await;
+            decide_counting(&items, &quota, &mut outcomes).await;
+            enforced_ok && !quota_over(&outcomes)
+        } else if all_over(&items, &quota) {
             // Every quota-mode limit is already over: denied before anything is counted.
             look_all(&items, &enforced, &mut outcomes).await;
             look_all(&items, &quota, &mut outcomes).await;
             false
         } else if decide_enforced(&items, &enforced, &mut outcomes).await? {
             decide_each(&items, &quota, true, &mut outcomes).await;
-            // A request fails on its quota-mode limits only when all of them are over.
-            quota.is_empty() || !quota.iter().all(|&i| outcomes[i].denied())
+            !quota_over(&outcomes)
         } else {
             look_all(&items, &quota, &mut outcomes).await;
             false
         };
-        decide_each(&items, &shadow, allowed, &mut outcomes).await;
+        decide_each(&items, &shadow, allowed || counting, &mut outcomes).await;
+        let allowed = allowed || self.policy.global_shadow;
         Ok(respond(
             &items,
             &outcomes,

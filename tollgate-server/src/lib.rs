@@ -20,5 +20,6 @@ pub mod reload;
 pub mod respond;
 pub mod rules;
 pub mod serve;
+pub mod settings;
 pub mod stats;
 pub mod unknown;

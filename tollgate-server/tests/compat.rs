@@ -5,7 +5,7 @@ mod common;
 
 use common::{desc, request, TempDir};
 use tollgate_server::backend::{Backend, BackendConfig};
-use tollgate_server::engine::{Engine, InputLimits};
+use tollgate_server::engine::{Engine, InputLimits, Policy};
 use tollgate_server::headers::HeaderMode;
 use tollgate_server::proto::{Code, RateLimitOverride, RateLimitRequest, RateLimitResponse};
 use tollgate_server::rules::Rules;
@@ -338,4 +338,86 @@ fn upstreams_refused_files_are_refused() {
         assert!(e.to_string().contains(reason), "{file}: {e}");
         assert!(e.line.is_some(), "{file}: {e}");
     }
+}
+
+/// An engine serving `yaml` under `policy`.
+async fn engine_with(yaml: &str, policy: Policy) -> (TempDir, Engine) {
+    let (dir, e) = engine(yaml).await;
+    (dir, e.with_policy(policy))
+}
+
+const TWO: &str = "domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: b
+    rate_limit: {unit: hour, requests_per_unit: 5}
+";
+
+fn remaining(r: &RateLimitResponse, i: usize) -> u32 {
+    r.statuses[i].limit_remaining
+}
+
+/// `--count-denied-hits`: the other limits of a denied request count their hits, and the
+/// denying limit is charged what it had left; by default a denial takes nothing.
+#[tokio::test]
+async fn count_denied_hits_counts_as_upstream_does() {
+    let both = || request("d", vec![desc(&[("a", "x")]), desc(&[("b", "x")])]);
+    for (counting, b_left) in [(true, 2), (false, 3)] {
+        let policy = Policy {
+            count_denied_hits: counting,
+            ..Policy::default()
+        };
+        let (_dir, e) = engine_with(TWO, policy).await;
+        assert_eq!(decide(&e, both()).await.overall_code, OK);
+        let r = decide(&e, both()).await;
+        assert_eq!(r.overall_code, OVER, "{r:?}");
+        let r = decide(&e, one("d", &[("b", "x")], None)).await;
+        assert_eq!(remaining(&r, 0), b_left, "counting={counting}: {r:?}");
+        // 1 left of 5 on `b`; asking 3 is denied, and counting leaves nothing.
+        let r = decide(&e, one("d", &[("b", "y")], Some(4))).await;
+        assert_eq!(r.overall_code, OK);
+        assert_eq!(
+            decide(&e, one("d", &[("b", "y")], Some(3)))
+                .await
+                .overall_code,
+            OVER
+        );
+        let after = decide(&e, one("d", &[("b", "y")], None)).await.overall_code;
+        assert_eq!(
+            after,
+            if counting { OVER } else { OK },
+            "counting={counting}"
+        );
+    }
+}
+
+/// `SHADOW_MODE` (`--global-shadow-mode`): every request OK, the statuses still say over.
+#[tokio::test]
+async fn global_shadow_mode_answers_ok() {
+    let policy = Policy {
+        global_shadow: true,
+        ..Policy::default()
+    };
+    let (_dir, e) = engine_with(TWO, policy).await;
+    decide(&e, one("d", &[("a", "x")], None)).await;
+    let r = decide(&e, one("d", &[("a", "x")], None)).await;
+    assert_eq!(r.overall_code, OK, "{r:?}");
+    assert_eq!(r.statuses[0].code, OVER);
+}
+
+/// `QUOTA_MODE` (`--global-quota-mode`): every limit is a quota; only all over denies.
+#[tokio::test]
+async fn global_quota_mode_makes_every_limit_a_quota() {
+    let policy = Policy {
+        global_quota: true,
+        ..Policy::default()
+    };
+    let (_dir, e) = engine_with(TWO, policy).await;
+    let both = || request("d", vec![desc(&[("a", "x")]), desc(&[("b", "x")])]);
+    assert_eq!(decide(&e, both()).await.overall_code, OK);
+    let r = decide(&e, both()).await;
+    assert_eq!(r.overall_code, OK, "a over, b not: {r:?}");
+    let r = decide(&e, one("d", &[("a", "x")], None)).await;
+    assert_eq!(r.overall_code, OVER, "the only quota over: {r:?}");
 }

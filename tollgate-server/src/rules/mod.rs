@@ -155,6 +155,30 @@ impl Rules {
         out
     }
 
+    /// The loaded limits, one line each, sorted, in envoyproxy/ratelimit's `/rlconfig`
+    /// format (`domain.key_value.key: unit=MINUTE requests_per_unit=5, shadow_mode: false,
+    /// quota_mode: false`), with tollgate's algorithm appended when it is not the default.
+    pub fn dump(&self) -> String {
+        let mut lines = Vec::new();
+        self.each(|r| {
+            let unit = r.spec.unit.map_or("UNKNOWN", crate::config::Unit::name);
+            let mut line = format!(
+                "{}: unit={unit} requests_per_unit={}, shadow_mode: {}, quota_mode: {}",
+                r.stat_key, r.spec.requests_per_unit, r.shadow_mode, r.quota_mode
+            );
+            if r.params.algorithm != tollgate::Algorithm::FixedWindow {
+                line.push_str(&format!(", algorithm: {:?}", r.params.algorithm));
+            }
+            lines.push(line);
+        });
+        lines.sort();
+        let mut out = lines.join("\n");
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out
+    }
+
     /// Calls `f` on every limit.
     pub fn each(&self, mut f: impl FnMut(&Arc<Rule>)) {
         fn walk(n: &Node, f: &mut dyn FnMut(&Arc<Rule>)) {
