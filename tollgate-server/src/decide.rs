@@ -55,6 +55,9 @@ pub enum Outcome {
     /// Not denied, and nothing known of the key: another limit of the request denied
     /// first (Redis modes), or 0 hits on a limit of 0.
     Unknown,
+    /// The engine would have admitted these hits, but another limit denied the request,
+    /// so nothing was taken: the decision as asked, and the hits it did not take.
+    Unbooked(Decision, u32),
 }
 
 impl Outcome {
@@ -63,8 +66,36 @@ impl Outcome {
         match self {
             Outcome::Decided(d) => !d.is_allowed(),
             Outcome::Over => true,
-            Outcome::None | Outcome::Unknown => false,
+            Outcome::None | Outcome::Unknown | Outcome::Unbooked(..) => false,
         }
+    }
+
+    /// What the key has left, as reported: a denial leaves nothing to report (as
+    /// envoyproxy/ratelimit reports 0), an unbooked decision what the key has without the
+    /// hits it did not take.
+    pub fn remaining(&self) -> u32 {
+        match self {
+            Outcome::Decided(d) if d.is_allowed() => d.remaining(),
+            Outcome::Unbooked(d, hits) => d.remaining().saturating_add(*hits).min(d.burst()),
+            _ => 0,
+        }
+    }
+
+    /// The engine's decision, when it was asked.
+    pub fn decision(&self) -> Option<&Decision> {
+        match self {
+            Outcome::Decided(d) | Outcome::Unbooked(d, _) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// `d` for hits that were not taken because the request was denied elsewhere.
+fn unbooked(d: Decision, hits: u32, request_allowed: bool) -> Outcome {
+    if request_allowed || !d.is_allowed() {
+        Outcome::Decided(d)
+    } else {
+        Outcome::Unbooked(d, hits)
     }
 }
 
@@ -193,7 +224,7 @@ pub async fn decide_enforced(
             let md =
                 check_all_costs(&costs).map_err(|e| DecideError::InvalidArgument(e.to_string()))?;
             for (&i, d) in booked.iter().zip(md.decisions()) {
-                out[i] = Outcome::Decided(*d);
+                out[i] = unbooked(*d, n(i), md.is_allowed());
             }
             Ok(md.is_allowed())
         }
@@ -251,7 +282,7 @@ pub async fn decide_enforced(
                     .map_err(|e| redis_error(&e))?;
                 for (m, d) in group.iter().zip(md.decisions()) {
                     for &i in &m.1 {
-                        out[i] = Outcome::Decided(*d);
+                        out[i] = unbooked(*d, n, md.is_allowed());
                     }
                 }
                 if !md.is_allowed() {

@@ -58,10 +58,8 @@ fn ceil_secs(d: Duration) -> u64 {
 /// algorithms the engine's `reset_after`, rounded up.
 pub fn reset_secs(rule: &Rule, out: &Outcome, now_unix: u64) -> u64 {
     let period = rule.spec.unit.map_or(0, |u| u.period().as_secs());
-    match out {
-        Outcome::Decided(d) if rule.params.algorithm != Algorithm::FixedWindow => {
-            ceil_secs(d.reset_after())
-        }
+    match out.decision() {
+        Some(d) if rule.params.algorithm != Algorithm::FixedWindow => ceil_secs(d.reset_after()),
         _ if period == 0 => 0,
         _ => period - now_unix % period,
     }
@@ -76,10 +74,7 @@ pub fn status(rule: &Rule, out: &Outcome, now_unix: u64) -> (DescriptorStatus, b
         unit: rule.spec.unit.map_or(0, crate::config::Unit::proto),
     };
     let denied = out.denied();
-    let remaining = match out {
-        Outcome::Decided(d) if !denied => d.remaining(),
-        _ => 0,
-    };
+    let remaining = out.remaining();
     let code = if denied && !rule.shadow_mode {
         Code::OverLimit
     } else {
