@@ -90,14 +90,31 @@ async fn flags_win_over_variables() {
 #[test]
 fn a_bad_variable_is_refused_by_name() {
     let dir = TempDir::new("bad-var");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+    let log = dir.0.join("stderr.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
         .arg("--config")
         .arg(&dir.0)
+        .args(["--http", "127.0.0.1:0"])
         .env("GRPC_PORT", "eighty")
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
         .expect("run");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    // It must stop by itself; a server that ignores the variable would run on.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running with GRPC_PORT=eighty");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    let err = std::fs::read_to_string(&log).unwrap();
     assert!(err.contains("GRPC_PORT=eighty"), "{err}");
 }
 
