@@ -113,9 +113,9 @@ async fn trigger_shadow_mode_key(redis: Option<&Redis>) {
 async fn replaces(redis: Option<&Redis>) {
     settle().await;
     let (_dir, e) = engine(redis, Policy::default()).await;
-    let four = |foo: &str, bar: &str, dest: &str| {
+    let four = |foo_header: &str, bar_header: &str, dest: &str| {
         vec![
-            d(&[("foo", foo), ("bar", bar)], None),
+            d(&[("foo", foo_header), ("bar", bar_header)], None),
             d(
                 &[("source_cluster", "proxy"), ("destination_cluster", dest)],
                 None,
