@@ -55,19 +55,27 @@ fn ceil_secs(d: Duration) -> u64 {
 
 /// Whole seconds until the limit resets, as reported: for a fixed window (and whatever was
 /// not asked of the engine) envoyproxy/ratelimit's `unit − now mod unit`; for the other
-/// algorithms the engine's `reset_after`, rounded up.
-pub fn reset_secs(rule: &Rule, out: &Outcome, now_unix: u64) -> u64 {
+/// algorithms the engine's `reset_after`, rounded up. `now_unix` is read only when needed:
+/// a fixed window's decision with a count already says when its window ends (its windows
+/// are aligned to the Unix epoch in whole seconds, so the engine's `reset_after` rounded up
+/// is that same number).
+pub fn reset_secs(rule: &Rule, out: &Outcome, now_unix: &mut impl FnMut() -> u64) -> u64 {
     let period = rule.spec.unit.map_or(0, |u| u.period().as_secs());
     match out.decision() {
         Some(d) if rule.params.algorithm != Algorithm::FixedWindow => ceil_secs(d.reset_after()),
+        Some(d) if !d.reset_after().is_zero() => ceil_secs(d.reset_after()).min(period),
         _ if period == 0 => 0,
-        _ => period - now_unix % period,
+        _ => period - now_unix() % period,
     }
 }
 
 /// The status of one descriptor's limit, and whether it is over the limit (before shadow
 /// mode turns the code to `OK`).
-pub fn status(rule: &Rule, out: &Outcome, now_unix: u64) -> (DescriptorStatus, bool) {
+pub fn status(
+    rule: &Rule,
+    out: &Outcome,
+    now_unix: &mut impl FnMut() -> u64,
+) -> (DescriptorStatus, bool) {
     let limit = RateLimit {
         name: rule.spec.name.clone().unwrap_or_default(),
         requests_per_unit: rule.spec.requests_per_unit,
@@ -112,7 +120,8 @@ pub fn respond(
     header_mode: HeaderMode,
     detailed: &DetailedCounters,
 ) -> RateLimitResponse {
-    let now = unix_now();
+    let mut read: Option<u64> = None;
+    let mut now = || *read.get_or_insert_with(unix_now);
     let mut statuses = Vec::with_capacity(items.len());
     let mut names = Vec::with_capacity(items.len());
     for (it, out) in items.iter().zip(outcomes) {
@@ -128,7 +137,7 @@ pub fn respond(
             statuses.push(s);
             continue;
         }
-        let (s, denied) = status(rule, out, now);
+        let (s, denied) = status(rule, out, &mut now);
         if !matches!(out, Outcome::None) {
             let counters;
             let c = match &it.detailed {
