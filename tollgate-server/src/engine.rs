@@ -301,22 +301,20 @@ impl Engine {
                 }
             }
         }
+        // One pass sorts the limits: enforced (all or nothing), quota-mode, shadow-mode.
         let global_quota = self.policy.global_quota;
-        let applies = |i: usize, quota: bool| {
-            items[i].rule.as_ref().is_some_and(|r| {
-                !r.spec.unlimited && !r.shadow_mode && (r.quota_mode || global_quota) == quota
-            })
-        };
-        let enforced: Vec<usize> = (0..items.len()).filter(|&i| applies(i, false)).collect();
-        let quota: Vec<usize> = (0..items.len()).filter(|&i| applies(i, true)).collect();
-        let shadow: Vec<usize> = (0..items.len())
-            .filter(|&i| {
-                items[i]
-                    .rule
-                    .as_ref()
-                    .is_some_and(|r| !r.spec.unlimited && r.shadow_mode)
-            })
-            .collect();
+        let mut enforced = Vec::with_capacity(items.len());
+        let mut quota = Vec::new();
+        let mut shadow = Vec::new();
+        for (i, it) in items.iter().enumerate() {
+            match &it.rule {
+                Some(r) if r.spec.unlimited => {}
+                Some(r) if r.shadow_mode => shadow.push(i),
+                Some(r) if r.quota_mode || global_quota => quota.push(i),
+                Some(_) => enforced.push(i),
+                None => {}
+            }
+        }
         let mut outcomes: Vec<Outcome> = (0..items.len()).map(|_| Outcome::None).collect();
         // A request fails on its quota-mode limits only when all of them are over.
         let quota_over =
@@ -324,8 +322,13 @@ impl Engine {
         let counting = self.policy.count_denied_hits;
         let allowed = if counting {
             let enforced_ok = decide_counting(&items, &enforced, &mut outcomes).await;
-            decide_counting(&items, &quota, &mut outcomes).await;
+            if !quota.is_empty() {
+                decide_counting(&items, &quota, &mut outcomes).await;
+            }
             enforced_ok && !quota_over(&outcomes)
+        } else if quota.is_empty() {
+            // The common request: enforced limits only.
+            decide_enforced(&items, &enforced, &mut outcomes).await?
         } else if all_over(&items, &quota) {
             // Every quota-mode limit is already over: denied before anything is counted.
             look_all(&items, &enforced, &mut outcomes).await;
@@ -338,7 +341,9 @@ impl Engine {
             look_all(&items, &quota, &mut outcomes).await;
             false
         };
-        decide_each(&items, &shadow, allowed || counting, &mut outcomes).await;
+        if !shadow.is_empty() {
+            decide_each(&items, &shadow, allowed || counting, &mut outcomes).await;
+        }
         let allowed = allowed || self.policy.global_shadow;
         Ok(respond(
             &items,
