@@ -18,7 +18,8 @@ use tollgate_server::settings::{self, Upstream};
 /// An Envoy rate limit service (envoy.service.ratelimit.v3 over gRPC, POST /json,
 /// GET /healthcheck, GET /metrics) on the tollgate engine. It reads a directory of
 /// envoyproxy/ratelimit configuration files (one domain per YAML file) unchanged, and
-/// reloads it when a file changes or on SIGHUP, keeping the counts of unchanged limits.
+/// reloads it when a file changes or on SIGHUP; a limit changed in place keeps what its
+/// keys used.
 /// SIGTERM or Ctrl-C stops it after the calls in flight are answered.
 ///
 /// envoyproxy/ratelimit's environment variables are read for the settings both have

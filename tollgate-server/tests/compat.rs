@@ -421,3 +421,40 @@ async fn global_quota_mode_makes_every_limit_a_quota() {
     let r = decide(&e, one("d", &[("a", "x")], None)).await;
     assert_eq!(r.overall_code, OVER, "the only quota over: {r:?}");
 }
+
+/// Item 2, in process: a request whose every quota-mode limit is already over is denied
+/// before anything is counted, so its enforced limits keep what they had.
+#[tokio::test]
+async fn a_request_over_on_every_quota_takes_nothing() {
+    let yaml = "domain: d
+descriptors:
+  - key: a
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: b
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: c
+    rate_limit: {unit: hour, requests_per_unit: 5}
+";
+    let (_dir, e) = engine(yaml).await;
+    let all = || {
+        request(
+            "d",
+            vec![
+                desc(&[("a", "x")]),
+                desc(&[("b", "x")]),
+                desc(&[("c", "x")]),
+            ],
+        )
+    };
+    assert_eq!(decide(&e, all()).await.overall_code, OK);
+    let r = decide(&e, all()).await;
+    assert_eq!(r.overall_code, OVER, "{r:?}");
+    let r = decide(&e, one("d", &[("c", "x")], None)).await;
+    assert_eq!(
+        remaining(&r, 0),
+        3,
+        "the denied request took nothing from c: {r:?}"
+    );
+}

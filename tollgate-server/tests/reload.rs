@@ -198,3 +198,29 @@ async fn a_limit_lowered_at_sighup_keeps_what_keys_used() {
     assert_eq!(r.overall_code, over, "{r:?}");
     assert!(s.log_text().contains("retuned=1"), "{}", s.log_text());
 }
+
+/// Issue 29 item 1: what cannot be carried is said: a limit given another algorithm
+/// starts afresh, and the log names it and the reason.
+#[tokio::test]
+async fn a_change_the_counts_cannot_follow_is_logged() {
+    let dir = TempDir::new("uncarried");
+    dir.write("app.yaml", &per_minute(5));
+    let s = Server::start(&dir.0, &["--watch-interval-ms", "3600000"]);
+    dir.write(
+        "app.yaml",
+        &per_minute(5).replace(
+            "requests_per_unit: 5",
+            "requests_per_unit: 5\n      algorithm: token_bucket",
+        ),
+    );
+    s.signal("HUP");
+    eventually(|| async { s.log_text().matches("configuration loaded").count() == 2 }).await;
+    let log = s.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("could not be carried over"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("app.user"), "{line}");
+    assert!(line.contains("algorithm changed"), "{line}");
+    assert!(log.contains("new=1"), "{log}");
+}
