@@ -26,7 +26,8 @@ use tollgate_server::settings::{self, Upstream};
 /// (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY, GRPC_HOST/GRPC_PORT, HOST/PORT, REDIS_URL and
 /// REDIS_SOCKET_TYPE/REDIS_TYPE/REDIS_AUTH/REDIS_TLS, LOG_LEVEL, LOG_FORMAT,
 /// LIMIT_RESPONSE_HEADERS_ENABLED, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT,
-/// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, SHADOW_MODE, QUOTA_MODE); a flag wins over a
+/// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, SHADOW_MODE, QUOTA_MODE, MERGE_DOMAIN_CONFIG); a
+/// flag wins over a
 /// variable.
 #[derive(Debug, Parser)]
 #[command(name = "tollgate-server", version)]
@@ -116,6 +117,11 @@ struct Args {
     #[arg(long)]
     global_quota_mode: bool,
 
+    /// Merge the files of one domain instead of refusing a domain in two files (a key and
+    /// value defined in two of them is refused; envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG).
+    #[arg(long)]
+    merge_domain_config: bool,
+
     /// How often the configuration directory is checked for changes, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     watch_interval_ms: u64,
@@ -168,6 +174,7 @@ impl Args {
         self.healthy_with_at_least_one_config_loaded |= up.healthy_needs_config.unwrap_or(false);
         self.global_shadow_mode |= up.global_shadow.unwrap_or(false);
         self.global_quota_mode |= up.global_quota.unwrap_or(false);
+        self.merge_domain_config |= up.merge_domains.unwrap_or(false);
     }
 }
 
@@ -288,7 +295,7 @@ async fn run(args: Args) -> Result<(), String> {
         }),
     );
     let loaded = tollgate_server::reload::fingerprint(&config);
-    tollgate_server::reload::reload(&engine, &config).await?;
+    tollgate_server::reload::reload_merging(&engine, &config, args.merge_domain_config).await?;
 
     let grpc = tokio::net::TcpListener::bind(grpc_addr)
         .await
@@ -321,6 +328,7 @@ async fn run(args: Args) -> Result<(), String> {
         config.clone(),
         Duration::from_millis(args.watch_interval_ms),
         loaded,
+        args.merge_domain_config,
     ));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -3,7 +3,7 @@
 //! change of its quota (`rules::carry`); a directory that cannot be used is refused, logged
 //! with its file, line and field, and the previous configuration keeps serving.
 
-use crate::config::load_dir;
+use crate::config::load_dir_merging;
 use crate::engine::Engine;
 use crate::rules::Rules;
 use std::path::{Path, PathBuf};
@@ -32,7 +32,17 @@ pub fn fingerprint(dir: &Path) -> Fingerprint {
 ///
 /// The refusal (file, line, field, message); the engine is left as it was.
 pub async fn reload(engine: &Engine, dir: &Path) -> Result<usize, String> {
-    let config = load_dir(dir).map_err(|e| e.to_string())?;
+    reload_merging(engine, dir, false).await
+}
+
+/// [`reload`], merging the files of one domain when `merge` (envoyproxy/ratelimit's
+/// `MERGE_DOMAIN_CONFIG`, `config::load_dir_merging`).
+///
+/// # Errors
+///
+/// As [`reload`].
+pub async fn reload_merging(engine: &Engine, dir: &Path, merge: bool) -> Result<usize, String> {
+    let config = load_dir_merging(dir, merge).map_err(|e| e.to_string())?;
     let previous = engine.rules().by_slot();
     let compiled = Rules::compile(&config, engine.backend(), &previous).await?;
     let (kept, retuned, fresh) = (compiled.kept, compiled.retunes.len(), compiled.fresh);
@@ -60,8 +70,14 @@ pub type Fingerprint = Vec<(PathBuf, Option<SystemTime>, u64)>;
 /// Reloads `dir` whenever its files change (checked every `interval`) or the process
 /// gets SIGHUP; runs until the task is dropped. `loaded` is the directory's fingerprint
 /// taken before the configuration being served was read (so that a change made while the
-/// process starts is not missed).
-pub async fn watch(engine: Arc<Engine>, dir: PathBuf, interval: Duration, loaded: Fingerprint) {
+/// process starts is not missed); `merge` as in [`reload_merging`].
+pub async fn watch(
+    engine: Arc<Engine>,
+    dir: PathBuf,
+    interval: Duration,
+    loaded: Fingerprint,
+    merge: bool,
+) {
     let mut last = loaded;
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(s) => Some(s),
@@ -88,7 +104,7 @@ pub async fn watch(engine: Arc<Engine>, dir: PathBuf, interval: Duration, loaded
         if signalled {
             tracing::info!("SIGHUP: reloading the configuration");
         }
-        if let Err(e) = reload(&engine, &dir).await {
+        if let Err(e) = reload_merging(&engine, &dir, merge).await {
             crate::stats::call("reload", "error");
             tracing::error!(error = %e, "configuration refused; the previous one keeps serving");
         } else {

@@ -14,6 +14,7 @@
 //! | `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` | `--count-denied-hits` when `false` |
 //! | `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED` | `--healthy-with-at-least-one-config-loaded` |
 //! | `SHADOW_MODE`, `QUOTA_MODE` | `--global-shadow-mode`, `--global-quota-mode` |
+//! | `MERGE_DOMAIN_CONFIG` | `--merge-domain-config` |
 
 use crate::headers::HeaderMode;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -46,6 +47,8 @@ pub struct Upstream {
     pub global_shadow: Option<bool>,
     /// Every limit in quota mode.
     pub global_quota: Option<bool>,
+    /// The files of one domain merged.
+    pub merge_domains: Option<bool>,
 }
 
 /// Go's `strconv.ParseBool`, which upstream's settings use.
@@ -174,6 +177,7 @@ pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Upstream, String
         healthy_needs_config: flag("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")?,
         global_shadow: flag("SHADOW_MODE")?,
         global_quota: flag("QUOTA_MODE")?,
+        merge_domains: flag("MERGE_DOMAIN_CONFIG")?,
     })
 }
 
@@ -247,6 +251,7 @@ mod tests {
             ("LOG_LEVEL", "DEBUG"),
             ("LOG_FORMAT", "json"),
             ("SHADOW_MODE", "F"),
+            ("MERGE_DOMAIN_CONFIG", "true"),
         ])
         .unwrap();
         assert_eq!(u.response_headers, Some(HeaderMode::Ratelimit));
@@ -256,6 +261,7 @@ mod tests {
         assert_eq!(u.log_format.as_deref(), Some("json"));
         assert_eq!(u.global_shadow, Some(false));
         assert_eq!(u.global_quota, None);
+        assert_eq!(u.merge_domains, Some(true));
     }
 
     #[test]

@@ -20,9 +20,20 @@ fn upstream(file: &str) -> PathBuf {
 
 /// An engine serving upstream's `files`, copied into a directory of their own.
 async fn serve(files: &[&str]) -> Result<(TempDir, Engine), String> {
+    serve_merging(files, false).await
+}
+
+/// [`serve`], merging the files of one domain when `merge`; a file named twice is copied
+/// under a second name.
+async fn serve_merging(files: &[&str], merge: bool) -> Result<(TempDir, Engine), String> {
     let dir = TempDir::new("upstream");
-    for f in files {
-        dir.write(f, &std::fs::read_to_string(upstream(f)).unwrap());
+    for (i, f) in files.iter().enumerate() {
+        let name = if files[..i].contains(f) {
+            format!("{i}-{f}")
+        } else {
+            (*f).to_string()
+        };
+        dir.write(&name, &std::fs::read_to_string(upstream(f)).unwrap());
     }
     let backend = Backend::new(BackendConfig::default()).await?;
     let e = Engine::new(
@@ -31,7 +42,7 @@ async fn serve(files: &[&str]) -> Result<(TempDir, Engine), String> {
         HeaderMode::Off,
         InputLimits::default(),
     );
-    tollgate_server::reload::reload(&e, &dir.0).await?;
+    tollgate_server::reload::reload_merging(&e, &dir.0, merge).await?;
     Ok((dir, e))
 }
 
@@ -188,4 +199,35 @@ async fn shadow_mode_config() {
         assert_eq!(r.overall_code, 1, "{r:?}");
         assert!(r.statuses[0].current_limit.is_some());
     }
+}
+
+/// `TestDomainMerge`: with `MERGE_DOMAIN_CONFIG`, two files of one domain are one domain.
+#[tokio::test]
+async fn domain_merge() {
+    let files = ["merge_domain_key1.yaml", "merge_domain_key2.yaml"];
+    let (_dir, e) = serve_merging(&files, true).await.unwrap();
+    let rpu = |l: Option<RateLimit>| l.map(|l| l.requests_per_unit);
+    assert_eq!(limit(&e, "foo_domain", &[("key1", "value1")]).await, None);
+    assert_eq!(
+        rpu(limit(&e, "test-domain", &[("key1", "value1")]).await),
+        Some(10)
+    );
+    assert_eq!(
+        rpu(limit(&e, "test-domain", &[("key2", "value2")]).await),
+        Some(20)
+    );
+    // Without the setting, the second file of the domain is refused.
+    let err = serve(&files).await.err().expect("refused");
+    assert!(err.contains("already defined"), "{err}");
+}
+
+/// `TestDuplicateKeyDomainMerge`: a key and value in two merged files is refused.
+#[tokio::test]
+async fn duplicate_key_domain_merge() {
+    let files = ["merge_domain_key1.yaml", "merge_domain_key1.yaml"];
+    let err = serve_merging(&files, true).await.err().expect("refused");
+    assert!(
+        err.contains("duplicate descriptor composite key `test-domain.key1_value1`"),
+        "{err}"
+    );
 }
