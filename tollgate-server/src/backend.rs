@@ -91,6 +91,25 @@ impl std::fmt::Debug for Limiter {
     }
 }
 
+impl Limiter {
+    /// Gives the limiter a new quota, keeping what its keys used (the library's
+    /// `set_quota` of each engine).
+    ///
+    /// # Errors
+    ///
+    /// The engine's refusal; a limit of 0 requests holds no state to give a quota to.
+    pub fn set_quota(&self, quota: Quota) -> Result<(), tollgate::ConfigError> {
+        match self {
+            Limiter::Local(k) => k.set_quota(quota),
+            Limiter::Exact(r) => r.set_quota(quota),
+            Limiter::Hybrid(h) => h.set_quota(quota),
+            Limiter::Zero => Err(tollgate::ConfigError::Unrepresentable {
+                reason: "a limit of 0 requests holds no state".into(),
+            }),
+        }
+    }
+}
+
 /// What one limit is built from.
 #[derive(Debug, Clone, Copy)]
 pub struct LimitParams {

@@ -1,38 +1,101 @@
 //! Deciding the matched limits of one request on the backend: the enforced ones all or
-//! nothing, then the shadow-mode ones (which never deny).
+//! nothing, the quota-mode and shadow-mode ones each on its own.
 
 use crate::backend::Limiter;
-use crate::engine::{limiter, DecideError, Item};
-use std::time::Duration;
+use crate::rules::Rule;
+use crate::stats::StatKey;
+use std::sync::Arc;
 use tollgate::{check_all_costs, Decision, Limit};
+
+/// Why a call was not decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecideError {
+    /// The request is malformed (gRPC INVALID_ARGUMENT, HTTP 400).
+    InvalidArgument(String),
+    /// The backend could not decide (gRPC UNAVAILABLE, HTTP 500).
+    Unavailable(String),
+}
+
+impl std::fmt::Display for DecideError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecideError::InvalidArgument(m) => write!(f, "invalid request: {m}"),
+            DecideError::Unavailable(m) => write!(f, "backend unavailable: {m}"),
+        }
+    }
+}
+
+/// One descriptor's limit for this call.
+#[derive(Debug)]
+pub struct Item {
+    /// The limit (`None`: nothing matched, or replaced).
+    pub rule: Option<Arc<Rule>>,
+    /// The counting key.
+    pub key: String,
+    /// Hits to add (0: check only, nothing is counted).
+    pub hits: u64,
+    /// The request's own stat key (`detailed_metric`, overrides).
+    pub detailed: Option<StatKey>,
+}
+
+/// The limiter of an item that has a rule.
+pub fn limiter(it: &Item) -> Option<&Limiter> {
+    it.rule.as_ref().map(|r| &*r.limiter)
+}
 
 /// What one descriptor's limit said.
 #[derive(Debug, Clone, Copy)]
 pub enum Outcome {
     /// No limit applies.
     None,
-    /// The engine's decision.
+    /// The engine's decision (for 0 hits: the key's state, always admitted).
     Decided(Decision),
     /// Denied without asking the engine: a limit of 0, or more hits than it ever holds.
     Over,
-    /// Not asked, because another limit of the request denied first (Redis modes).
+    /// Not denied, and nothing known of the key: another limit of the request denied
+    /// first (Redis modes), or 0 hits on a limit of 0.
     Unknown,
+    /// The engine would have admitted these hits, but another limit denied the request,
+    /// so nothing was taken: the decision as asked, and the hits it did not take.
+    Unbooked(Decision, u32),
 }
 
 impl Outcome {
-    /// (denied, remaining, duration until reset) for a limit of `period` seconds.
-    pub fn parts(&self, period: u64) -> (bool, u32, prost_types::Duration) {
-        let dur = |d: Duration| prost_types::Duration {
-            seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
-        };
-        let whole = dur(Duration::from_secs(period));
+    /// Whether this limit denied.
+    pub fn denied(&self) -> bool {
         match self {
-            Outcome::None => (false, 0, dur(Duration::ZERO)),
-            Outcome::Decided(d) => (!d.is_allowed(), d.remaining(), dur(d.reset_after())),
-            Outcome::Over => (true, 0, whole),
-            Outcome::Unknown => (false, 0, whole),
+            Outcome::Decided(d) => !d.is_allowed(),
+            Outcome::Over => true,
+            Outcome::None | Outcome::Unknown | Outcome::Unbooked(..) => false,
         }
+    }
+
+    /// What the key has left, as reported: a denial leaves nothing to report (as
+    /// envoyproxy/ratelimit reports 0), an unbooked decision what the key has without the
+    /// hits it did not take.
+    pub fn remaining(&self) -> u32 {
+        match self {
+            Outcome::Decided(d) if d.is_allowed() => d.remaining(),
+            Outcome::Unbooked(d, hits) => d.remaining().saturating_add(*hits).min(d.burst()),
+            _ => 0,
+        }
+    }
+
+    /// The engine's decision, when it was asked.
+    pub fn decision(&self) -> Option<&Decision> {
+        match self {
+            Outcome::Decided(d) | Outcome::Unbooked(d, _) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// `d` for hits that were not taken because the request was denied elsewhere.
+fn unbooked(d: Decision, hits: u32, request_allowed: bool) -> Outcome {
+    if request_allowed || !d.is_allowed() {
+        Outcome::Decided(d)
+    } else {
+        Outcome::Unbooked(d, hits)
     }
 }
 
@@ -46,12 +109,49 @@ fn capacity(l: &Limiter) -> u64 {
     })
 }
 
-/// A peek where the backend has one (in-process), else not asked.
-fn look(l: &Limiter, key: &str) -> Outcome {
+/// What `n` hits would get, counting nothing: a peek in process; on Redis, asked only
+/// for 0 hits (the key's state; a cost of 0 writes nothing), else not asked.
+async fn look(l: &Limiter, key: &str, n: u64) -> Outcome {
+    let n32 = u32::try_from(n).unwrap_or(u32::MAX);
     match l {
-        Limiter::Local(k) => Outcome::Decided(k.peek(key)),
+        Limiter::Local(k) => k.peek_n(key, n32).map_or(Outcome::Over, Outcome::Decided),
+        Limiter::Zero if n == 0 => Outcome::Unknown,
         Limiter::Zero => Outcome::Over,
-        _ => Outcome::Unknown,
+        Limiter::Exact(r) if n == 0 => Box::pin(r.check_n(key, 0))
+            .await
+            .map_or(Outcome::Unknown, Outcome::Decided),
+        Limiter::Hybrid(h) if n == 0 => {
+            h.check_n(key, 0).map_or(Outcome::Unknown, Outcome::Decided)
+        }
+        Limiter::Exact(_) | Limiter::Hybrid(_) => Outcome::Unknown,
+    }
+}
+
+/// Whether every limit `idx` would deny its hits now (in process; elsewhere `false`: not
+/// known without counting).
+pub fn all_over(items: &[Item], idx: &[usize]) -> bool {
+    !idx.is_empty()
+        && idx.iter().all(|&i| {
+            let Some(l) = limiter(&items[i]) else {
+                return false;
+            };
+            let n = u32::try_from(items[i].hits).unwrap_or(u32::MAX);
+            match l {
+                Limiter::Local(k) => {
+                    n > 0 && k.peek_n(&items[i].key, n).map_or(true, |d| !d.is_allowed())
+                }
+                Limiter::Zero => n > 0,
+                _ => false,
+            }
+        })
+}
+
+/// Fills `out` for the limits `idx` with what their hits would get, counting nothing.
+pub async fn look_all(items: &[Item], idx: &[usize], out: &mut [Outcome]) {
+    for &i in idx {
+        if let Some(l) = limiter(&items[i]) {
+            out[i] = look(l, &items[i].key, items[i].hits).await;
+        }
     }
 }
 
@@ -89,7 +189,7 @@ pub async fn decide_enforced(
             out[i] = if impossible(i) {
                 Outcome::Over
             } else {
-                look(lim(i), &items[i].key)
+                look(lim(i), &items[i].key, items[i].hits).await
             };
         }
         return Ok(false);
@@ -97,7 +197,7 @@ pub async fn decide_enforced(
     let mut booked = Vec::with_capacity(idx.len());
     for &i in idx {
         if items[i].hits == 0 {
-            out[i] = look(lim(i), &items[i].key);
+            out[i] = look(lim(i), &items[i].key, 0).await;
         } else {
             booked.push(i);
         }
@@ -124,7 +224,7 @@ pub async fn decide_enforced(
             let md =
                 check_all_costs(&costs).map_err(|e| DecideError::InvalidArgument(e.to_string()))?;
             for (&i, d) in booked.iter().zip(md.decisions()) {
-                out[i] = Outcome::Decided(*d);
+                out[i] = unbooked(*d, n(i), md.is_allowed());
             }
             Ok(md.is_allowed())
         }
@@ -182,7 +282,7 @@ pub async fn decide_enforced(
                     .map_err(|e| redis_error(&e))?;
                 for (m, d) in group.iter().zip(md.decisions()) {
                     for &i in &m.1 {
-                        out[i] = Outcome::Decided(*d);
+                        out[i] = unbooked(*d, n, md.is_allowed());
                     }
                 }
                 if !md.is_allowed() {
@@ -209,9 +309,10 @@ pub async fn decide_enforced(
     }
 }
 
-/// Decides the shadow-mode limits `idx`: each on its own, consuming only when the request
-/// was admitted (it goes through), else a peek.
-pub async fn decide_shadow(items: &[Item], idx: &[usize], admitted: bool, out: &mut [Outcome]) {
+/// Decides the limits `idx` each on its own (shadow-mode and quota-mode limits): each
+/// counts its hits when they fit and `count` holds (the request goes through), else each
+/// only looks.
+pub async fn decide_each(items: &[Item], idx: &[usize], count: bool, out: &mut [Outcome]) {
     for &i in idx {
         let Some(l) = limiter(&items[i]) else {
             continue;
@@ -223,8 +324,8 @@ pub async fn decide_shadow(items: &[Item], idx: &[usize], admitted: bool, out: &
             continue;
         }
         let n = u32::try_from(hits).unwrap_or(u32::MAX);
-        if !admitted || n == 0 {
-            out[i] = look(l, key);
+        if !count || n == 0 {
+            out[i] = look(l, key, hits).await;
             continue;
         }
         out[i] = match l {
@@ -235,5 +336,47 @@ pub async fn decide_shadow(items: &[Item], idx: &[usize], admitted: bool, out: &
             Limiter::Hybrid(h) => h.check_n(key, n).map_or(Outcome::Over, Outcome::Decided),
             Limiter::Zero => Outcome::Over,
         };
+    }
+}
+
+/// envoyproxy/ratelimit's counting (`--count-denied-hits`): each limit `idx` decided on
+/// its own, counting its hits when they fit whatever the others say; a limit that denies
+/// is charged what it had left, so that it stays over as upstream's `INCRBY` before
+/// deciding leaves it. Returns whether none of them denied.
+pub async fn decide_counting(items: &[Item], idx: &[usize], out: &mut [Outcome]) -> bool {
+    decide_each(items, idx, true, out).await;
+    let mut none_denied = true;
+    for &i in idx {
+        if out[i].denied() {
+            none_denied = false;
+            if let Some(l) = limiter(&items[i]) {
+                take_rest(l, &items[i].key).await;
+            }
+        }
+    }
+    none_denied
+}
+
+/// Takes what `key` has left on `l`.
+async fn take_rest(l: &Limiter, key: &str) {
+    let Outcome::Decided(d) = look(l, key, 0).await else {
+        return;
+    };
+    let rest = d.remaining();
+    if rest == 0 {
+        return;
+    }
+    // A failure here leaves the key as it was: the denial itself stands.
+    match l {
+        Limiter::Local(k) => {
+            let _ = k.check_n(key, rest);
+        }
+        Limiter::Exact(r) => {
+            let _ = Box::pin(r.check_n(key, rest)).await;
+        }
+        Limiter::Hybrid(h) => {
+            let _ = h.check_n(key, rest);
+        }
+        Limiter::Zero => {}
     }
 }

@@ -1,16 +1,23 @@
 //! One rate limit decision: a `RateLimitRequest` becomes one limit and key per descriptor,
-//! decided all or nothing across the descriptors (a denial takes nothing from the others),
-//! and a `RateLimitResponse`. Shared by the gRPC service and `/json`.
+//! decided (enforced limits all or nothing: a denial takes nothing from the others;
+//! quota-mode limits each on its own, denying only when all of them are over), and a
+//! `RateLimitResponse`. Shared by the gRPC service and `/json`.
 
-use crate::backend::{Backend, LimitParams, Limiter};
+use crate::backend::{Backend, LimitParams};
 use crate::config::{RateLimitSpec, Unit};
-use crate::decide::{decide_enforced, decide_shadow, Outcome};
-use crate::headers::{headers, HeaderMode};
-use crate::proto::{Code, DescriptorStatus, RateLimit, RateLimitRequest, RateLimitResponse};
+use crate::decide::{
+    all_over, decide_counting, decide_each, decide_enforced, look_all, Item, Outcome,
+};
+use crate::headers::HeaderMode;
+use crate::proto::{RateLimitRequest, RateLimitResponse};
+use crate::respond::{respond, DetailedCounters};
 use crate::rules::{push_entry, Rule, Rules};
-use crate::stats::Counters;
+use crate::stats::{Counters, StatKey};
+use crate::unknown::UnknownDomains;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
+
+pub use crate::decide::DecideError;
 
 /// Bounds on what one request may carry.
 #[derive(Debug, Clone, Copy)]
@@ -33,35 +40,19 @@ impl Default for InputLimits {
     }
 }
 
-/// Why a call was not decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DecideError {
-    /// The request is malformed (gRPC INVALID_ARGUMENT, HTTP 400).
-    InvalidArgument(String),
-    /// The backend could not decide (gRPC UNAVAILABLE, HTTP 500).
-    Unavailable(String),
-}
-
-impl std::fmt::Display for DecideError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DecideError::InvalidArgument(m) => write!(f, "invalid request: {m}"),
-            DecideError::Unavailable(m) => write!(f, "backend unavailable: {m}"),
-        }
-    }
-}
-
-/// One descriptor's limit for this call.
-#[derive(Debug)]
-pub struct Item {
-    /// The limit (`None`: nothing matched, or replaced).
-    pub rule: Option<Arc<Rule>>,
-    /// The counting key.
-    pub key: String,
-    /// Hits to add.
-    pub hits: u64,
-    /// The request's own stat key (`detailed_metric`, overrides).
-    pub detailed: Option<String>,
+/// How decisions count and deny, beyond each limit's own configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// envoyproxy/ratelimit's counting (`--count-denied-hits`): every limit of a request is
+    /// decided on its own and counts its hits whatever the others say, and a limit that
+    /// denies is charged what it had left (upstream's `INCRBY` before deciding). Off: all
+    /// or nothing, a denial takes nothing.
+    pub count_denied_hits: bool,
+    /// Every request is answered `OK`; statuses still say which limits are over
+    /// (upstream's `SHADOW_MODE`).
+    pub global_shadow: bool,
+    /// Every limit is a quota-mode limit (upstream's `QUOTA_MODE`).
+    pub global_quota: bool,
 }
 
 /// The server's decision state: the compiled configuration (swapped on reload), the
@@ -71,19 +62,15 @@ pub struct Engine {
     rules: RwLock<Arc<Rules>>,
     backend: Backend,
     overrides: Mutex<HashMap<(String, u32, i32), Arc<Rule>>>,
-    /// Counter handles of request-specific stat keys (`detailed_metric`, overrides), so
-    /// that a decision does not register five counters (labels built, registry searched).
-    detailed: RwLock<HashMap<String, Counters>>,
+    detailed: DetailedCounters,
+    unknown: UnknownDomains,
     header_mode: HeaderMode,
     input: InputLimits,
+    policy: Policy,
 }
 
 /// Distinct override limits kept at once (beyond, a new one is refused).
 const MAX_OVERRIDES: usize = 4_096;
-
-/// Request-specific stat keys whose counter handles are kept (beyond, a key's counters are
-/// looked up in the registry on each call, as the first call of every key does).
-const MAX_DETAILED: usize = 65_536;
 
 impl Engine {
     /// An engine serving `rules`.
@@ -97,10 +84,19 @@ impl Engine {
             rules: RwLock::new(Arc::new(rules)),
             backend,
             overrides: Mutex::new(HashMap::new()),
-            detailed: RwLock::new(HashMap::new()),
+            detailed: DetailedCounters::default(),
+            unknown: UnknownDomains::default(),
             header_mode,
             input,
+            policy: Policy::default(),
         }
+    }
+
+    /// This engine deciding under `policy`.
+    #[must_use]
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// The configuration being served.
@@ -111,6 +107,7 @@ impl Engine {
     /// Serves `rules` from now on.
     pub fn swap(&self, rules: Rules) {
         *self.rules.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(rules);
+        self.unknown.clear();
     }
 
     /// The backend.
@@ -190,6 +187,7 @@ impl Engine {
             max_keys: None,
         };
         let id = format!("override|{domain}|{rpu}|{}", unit.name());
+        let stat = StatKey::new(domain).with("override".into());
         let params = LimitParams {
             algorithm: spec.algorithm.algorithm(),
             quota: spec.quota(),
@@ -202,11 +200,16 @@ impl Engine {
             .await
             .map_err(DecideError::Unavailable)?;
         let rule = Arc::new(Rule {
-            counters: Counters::new(&format!("{domain}.override")),
+            counters: Counters::new(&stat),
+            slot: id.clone(),
             id,
             spec,
-            stat_key: format!("{domain}.override"),
+            params,
+            ring_limit: rpu,
+            stat_key: stat.dotted(),
+            stat,
             shadow_mode: false,
+            quota_mode: false,
             detailed_metric: true,
             limiter,
         });
@@ -230,16 +233,20 @@ impl Engine {
         self.validate(req)?;
         let rules = self.rules();
         let domain = rules.domains.get(&req.domain);
+        if domain.is_none() {
+            self.unknown.seen(&req.domain);
+        }
         let redis = self.backend.mode() != crate::backend::Mode::Local;
         let base_hits = u64::from(req.hits_addend.max(1));
         let mut items = Vec::with_capacity(req.descriptors.len());
         for d in &req.descriptors {
             let hits = d.hits_addend.unwrap_or(base_hits);
+            // An override applies only in a domain the configuration has (as
+            // envoyproxy/ratelimit's `GetLimit` looks the domain up first).
             let over = match (&d.limit, domain) {
                 (Some(o), Some(dom)) if dom.allow_override => {
                     Unit::from_proto(o.unit).map(|u| (o.requests_per_unit, u))
                 }
-                (Some(o), None) => Unit::from_proto(o.unit).map(|u| (o.requests_per_unit, u)),
                 _ => None,
             };
             let (rule, mut key) = if let Some((rpu, unit)) = over {
@@ -251,8 +258,12 @@ impl Engine {
                 }
                 (Some(rule), key)
             } else {
-                match domain.and_then(|dom| dom.find(&d.entries)) {
-                    Some(m) => (Some(Arc::clone(m.rule)), m.key),
+                match domain.map(|dom| (dom, dom.find(&d.entries))) {
+                    Some((_, Some(m))) => (Some(Arc::clone(m.rule)), m.key),
+                    Some((dom, None)) => {
+                        dom.unmatched.increment(1);
+                        (None, String::new())
+                    }
                     None => (None, String::new()),
                 }
             };
@@ -290,128 +301,65 @@ impl Engine {
                 }
             }
         }
-        let limited = |i: &Item| {
-            i.rule
-                .as_ref()
-                .is_some_and(|r| !r.spec.unlimited && !r.shadow_mode)
-        };
-        let enforced: Vec<usize> = (0..items.len()).filter(|&i| limited(&items[i])).collect();
-        let shadow: Vec<usize> = (0..items.len())
-            .filter(|&i| {
-                items[i]
-                    .rule
-                    .as_ref()
-                    .is_some_and(|r| !r.spec.unlimited && r.shadow_mode)
-            })
-            .collect();
+        // One pass sorts the limits: enforced (all or nothing), quota-mode, shadow-mode.
+        let global_quota = self.policy.global_quota;
+        let mut enforced = Vec::with_capacity(items.len());
+        let mut quota = Vec::new();
+        let mut shadow = Vec::new();
+        for (i, it) in items.iter().enumerate() {
+            match &it.rule {
+                Some(r) if r.spec.unlimited => {}
+                Some(r) if r.shadow_mode => shadow.push(i),
+                Some(r) if r.quota_mode || global_quota => quota.push(i),
+                Some(_) => enforced.push(i),
+                None => {}
+            }
+        }
         let mut outcomes: Vec<Outcome> = (0..items.len()).map(|_| Outcome::None).collect();
-        let allowed = decide_enforced(&items, &enforced, &mut outcomes).await?;
-        decide_shadow(&items, &shadow, allowed, &mut outcomes).await;
-        Ok(self.respond(&items, &outcomes, allowed))
-    }
-
-    /// The counters of a request-specific stat key: kept after the first call.
-    fn detailed_counters(&self, key: &str) -> Counters {
-        let known = self.detailed.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = known.get(key) {
-            return c.clone();
-        }
-        let full = known.len() >= MAX_DETAILED;
-        drop(known);
-        let c = Counters::new(key);
-        if !full {
-            let mut map = self.detailed.write().unwrap_or_else(|e| e.into_inner());
-            map.entry(key.to_string()).or_insert_with(|| c.clone());
-        }
-        c
-    }
-
-    fn respond(&self, items: &[Item], outcomes: &[Outcome], allowed: bool) -> RateLimitResponse {
-        let mut statuses = Vec::with_capacity(items.len());
-        let mut names = Vec::with_capacity(items.len());
-        for (it, out) in items.iter().zip(outcomes) {
-            let Some(rule) = &it.rule else {
-                statuses.push(ok_status(None));
-                names.push("");
-                continue;
-            };
-            names.push(rule.spec.name.as_deref().unwrap_or(&rule.stat_key));
-            if rule.spec.unlimited {
-                let mut s = ok_status(None);
-                s.limit_remaining = u32::MAX;
-                statuses.push(s);
-                continue;
+        // A request fails on its quota-mode limits only when all of them are over.
+        let quota_over =
+            |out: &[Outcome]| !quota.is_empty() && quota.iter().all(|&i| out[i].denied());
+        let counting = self.policy.count_denied_hits;
+        let allowed = if counting {
+            let enforced_ok = decide_counting(&items, &enforced, &mut outcomes).await;
+            if !quota.is_empty() {
+                decide_counting(&items, &quota, &mut outcomes).await;
             }
-            let limit = RateLimit {
-                name: rule.spec.name.clone().unwrap_or_default(),
-                requests_per_unit: rule.spec.requests_per_unit,
-                unit: rule.spec.unit.map_or(0, Unit::proto),
-            };
-            let period = rule.spec.unit.map_or(0, |u| u.period().as_secs());
-            let (denied, remaining, reset) = out.parts(period);
-            let counters;
-            let c = match &it.detailed {
-                Some(k) => {
-                    counters = self.detailed_counters(k);
-                    &counters
-                }
-                None => &rule.counters,
-            };
-            if !matches!(out, Outcome::None) {
-                c.record(
-                    it.hits,
-                    !denied,
-                    rule.shadow_mode,
-                    limit.requests_per_unit,
-                    remaining,
-                );
-            }
-            let code = if denied && !rule.shadow_mode {
-                Code::OverLimit
-            } else {
-                Code::Ok
-            };
-            statuses.push(DescriptorStatus {
-                code: code as i32,
-                current_limit: Some(limit),
-                limit_remaining: remaining,
-                duration_until_reset: Some(reset),
-            });
+            enforced_ok && !quota_over(&outcomes)
+        } else if quota.is_empty() {
+            // The common request: enforced limits only.
+            decide_enforced(&items, &enforced, &mut outcomes).await?
+        } else if all_over(&items, &quota) {
+            // Every quota-mode limit is already over: denied before anything is counted.
+            look_all(&items, &enforced, &mut outcomes).await;
+            look_all(&items, &quota, &mut outcomes).await;
+            false
+        } else if decide_enforced(&items, &enforced, &mut outcomes).await? {
+            decide_each(&items, &quota, true, &mut outcomes).await;
+            !quota_over(&outcomes)
+        } else {
+            look_all(&items, &quota, &mut outcomes).await;
+            false
+        };
+        if !shadow.is_empty() {
+            decide_each(&items, &shadow, allowed || counting, &mut outcomes).await;
         }
-        let overall = if allowed { Code::Ok } else { Code::OverLimit };
-        crate::stats::call("decide", if allowed { "ok" } else { "over_limit" });
-        RateLimitResponse {
-            overall_code: overall as i32,
-            response_headers_to_add: headers(self.header_mode, &statuses, &names),
-            statuses,
-            request_headers_to_add: Vec::new(),
-        }
-    }
-}
-
-/// A status with no limit.
-fn ok_status(limit: Option<RateLimit>) -> DescriptorStatus {
-    DescriptorStatus {
-        code: Code::Ok as i32,
-        current_limit: limit,
-        limit_remaining: 0,
-        duration_until_reset: None,
+        let allowed = allowed || self.policy.global_shadow;
+        Ok(respond(
+            &items,
+            &outcomes,
+            allowed,
+            self.header_mode,
+            &self.detailed,
+        ))
     }
 }
 
 /// The stat key of the request's own entries: `domain.key_value.key_value...`.
-fn detailed_key(domain: &str, d: &crate::proto::RateLimitDescriptor) -> String {
-    let mut s = domain.to_string();
+fn detailed_key(domain: &str, d: &crate::proto::RateLimitDescriptor) -> StatKey {
+    let mut k = StatKey::new(domain);
     for e in &d.entries {
-        s.push('.');
-        s.push_str(&e.key);
-        s.push('_');
-        s.push_str(&e.value);
+        k.levels.push(format!("{}_{}", e.key, e.value));
     }
-    s
-}
-
-/// The limiter of an item that has a rule.
-pub fn limiter(it: &Item) -> Option<&Limiter> {
-    it.rule.as_ref().map(|r| &*r.limiter)
+    k
 }

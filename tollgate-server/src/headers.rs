@@ -16,6 +16,9 @@ pub enum HeaderMode {
     /// `x-ratelimit-limit: 10, 10;w=60`, `x-ratelimit-remaining: 3`,
     /// `x-ratelimit-reset: 42` (the set Envoy's local rate limit filter writes).
     XRatelimit,
+    /// envoyproxy/ratelimit's set (`LIMIT_RESPONSE_HEADERS_ENABLED`), under its default
+    /// names: `RateLimit-Limit: 10`, `RateLimit-Remaining: 3`, `RateLimit-Reset: 42`.
+    Ratelimit,
 }
 
 /// The seconds of a protobuf duration, rounded up.
@@ -84,6 +87,18 @@ pub fn headers(
             push_int(&mut now, reset);
             vec![h("RateLimit-Policy", policy), h("RateLimit", now)]
         }
+        HeaderMode::Ratelimit => {
+            let num = |n| {
+                let mut v = String::with_capacity(8);
+                push_int(&mut v, n);
+                v
+            };
+            vec![
+                h("RateLimit-Limit", num(rpu)),
+                h("RateLimit-Remaining", num(remaining)),
+                h("RateLimit-Reset", num(reset)),
+            ]
+        }
         HeaderMode::XRatelimit => {
             // `10, 10;w=60`, `3`, `42`.
             let mut limit = String::with_capacity(24);
@@ -134,5 +149,18 @@ mod tests {
         assert_eq!(hs[0].value, "10, 10;w=60");
         assert_eq!(hs[2].value, "42");
         assert!(headers(HeaderMode::Off, &[st(5, 10)], &names).is_empty());
+        let hs = headers(HeaderMode::Ratelimit, &[st(5, 10)], &names);
+        let pairs: Vec<(&str, &str)> = hs
+            .iter()
+            .map(|h| (h.key.as_str(), h.value.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("RateLimit-Limit", "10"),
+                ("RateLimit-Remaining", "5"),
+                ("RateLimit-Reset", "42")
+            ]
+        );
     }
 }

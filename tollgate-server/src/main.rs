@@ -8,31 +8,44 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tollgate_server::backend::{Backend, BackendConfig, FailurePolicy, Mode};
-use tollgate_server::engine::{Engine, InputLimits};
+use tollgate_server::engine::{Engine, InputLimits, Policy};
 use tollgate_server::grpc::serve_grpc;
 use tollgate_server::headers::HeaderMode;
 use tollgate_server::rules::Rules;
 use tollgate_server::serve::{serve_http, Http};
+use tollgate_server::settings::{self, Upstream};
 
 /// An Envoy rate limit service (envoy.service.ratelimit.v3 over gRPC, POST /json,
 /// GET /healthcheck, GET /metrics) on the tollgate engine. It reads a directory of
 /// envoyproxy/ratelimit configuration files (one domain per YAML file) unchanged, and
-/// reloads it when a file changes or on SIGHUP, keeping the counts of unchanged limits.
+/// reloads it when a file changes or on SIGHUP; a limit changed in place keeps what its
+/// keys used.
 /// SIGTERM or Ctrl-C stops it after the calls in flight are answered.
+///
+/// envoyproxy/ratelimit's environment variables are read for the settings both have
+/// (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY, GRPC_HOST/GRPC_PORT, HOST/PORT, REDIS_URL and
+/// REDIS_SOCKET_TYPE/REDIS_TYPE/REDIS_AUTH/REDIS_TLS, LOG_LEVEL, LOG_FORMAT,
+/// LIMIT_RESPONSE_HEADERS_ENABLED, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT,
+/// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, SHADOW_MODE, QUOTA_MODE, MERGE_DOMAIN_CONFIG); a
+/// flag wins over a
+/// variable.
 #[derive(Debug, Parser)]
 #[command(name = "tollgate-server", version)]
 struct Args {
-    /// Directory of configuration files: every *.yaml / *.yml in it is one domain.
+    /// Directory of configuration files: every *.yaml / *.yml in it is one domain
+    /// (else RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, as envoyproxy/ratelimit).
     #[arg(long, env = "TOLLGATE_CONFIG")]
-    config: PathBuf,
+    config: Option<PathBuf>,
 
-    /// Address of the gRPC rate limit service (Envoy's rate_limit_service cluster).
-    #[arg(long, default_value = "127.0.0.1:8081")]
-    grpc: SocketAddr,
+    /// Address of the gRPC rate limit service (Envoy's rate_limit_service cluster); else
+    /// GRPC_HOST:GRPC_PORT, else 127.0.0.1:8081.
+    #[arg(long)]
+    grpc: Option<SocketAddr>,
 
-    /// Address of the HTTP listener: POST /json, GET /healthcheck, GET /metrics.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    http: SocketAddr,
+    /// Address of the HTTP listener (POST /json, GET /healthcheck, GET /metrics,
+    /// GET /rlconfig); else HOST:PORT, else 127.0.0.1:8080.
+    #[arg(long)]
+    http: Option<SocketAddr>,
 
     /// Where counts live: `local` (this process, the default; needs nothing else),
     /// `exact` (Redis, one atomic script per decision: instances share limits exactly) or
@@ -77,10 +90,37 @@ struct Args {
     redis_prefix: String,
 
     /// Response headers Envoy adds downstream: `ietf` (RateLimit-Policy and RateLimit,
-    /// draft-ietf-httpapi-ratelimit-headers), `x-ratelimit` (x-ratelimit-limit,
-    /// -remaining, -reset) or `off`.
-    #[arg(long, value_enum, default_value = "ietf")]
-    response_headers: HeaderMode,
+    /// draft-ietf-httpapi-ratelimit-headers, the default), `x-ratelimit`
+    /// (x-ratelimit-limit, -remaining, -reset), `ratelimit` (envoyproxy/ratelimit's
+    /// RateLimit-Limit, -Remaining, -Reset; LIMIT_RESPONSE_HEADERS_ENABLED=true) or `off`.
+    #[arg(long, value_enum)]
+    response_headers: Option<HeaderMode>,
+
+    /// Count denied hits as envoyproxy/ratelimit does (INCRBY before deciding): each
+    /// limit of a request decided on its own, a denying limit charged what it had left.
+    /// Default: all or nothing, a denied request takes nothing. Also
+    /// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false.
+    #[arg(long)]
+    count_denied_hits: bool,
+
+    /// GET /healthcheck answers 500 until a configuration with at least one domain is
+    /// loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
+    #[arg(long)]
+    healthy_with_at_least_one_config_loaded: bool,
+
+    /// Answer every request OK, the statuses still saying which limits are over
+    /// (envoyproxy/ratelimit's SHADOW_MODE).
+    #[arg(long)]
+    global_shadow_mode: bool,
+
+    /// Treat every limit as a quota-mode limit (envoyproxy/ratelimit's QUOTA_MODE).
+    #[arg(long)]
+    global_quota_mode: bool,
+
+    /// Merge the files of one domain instead of refusing a domain in two files (a key and
+    /// value defined in two of them is refused; envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG).
+    #[arg(long)]
+    merge_domain_config: bool,
 
     /// How often the configuration directory is checked for changes, in milliseconds.
     #[arg(long, default_value_t = 1000)]
@@ -102,10 +142,10 @@ struct Args {
     #[arg(long, default_value_t = 10_000)]
     drain_timeout_ms: u64,
 
-    /// Log format: `json` (one object per line) or `text`. The level comes from RUST_LOG
-    /// (default info).
-    #[arg(long, default_value = "json", value_parser = ["json", "text"])]
-    log_format: String,
+    /// Log format: `json` (one object per line, the default) or `text`; else LOG_FORMAT.
+    /// The level comes from RUST_LOG, else LOG_LEVEL, else info.
+    #[arg(long, value_parser = ["json", "text"])]
+    log_format: Option<String>,
 
     /// Worker threads (default: the cores this process may run on).
     #[arg(long)]
@@ -116,6 +156,26 @@ struct Args {
     /// `multi-thread` or `current-thread`.
     #[arg(long, value_enum, default_value = "auto")]
     runtime: Runtime,
+}
+
+impl Args {
+    /// Fills what no flag said from envoyproxy/ratelimit's variables.
+    fn apply(&mut self, up: &Upstream) {
+        self.config = self.config.take().or_else(|| up.config.clone());
+        self.grpc = self.grpc.or(up.grpc);
+        self.http = self.http.or(up.http);
+        if self.redis.is_none() {
+            self.redis = up.redis.clone();
+            self.redis_cluster |= up.redis_cluster;
+        }
+        self.log_format = self.log_format.take().or_else(|| up.log_format.clone());
+        self.response_headers = self.response_headers.or(up.response_headers);
+        self.count_denied_hits |= up.count_denied_hits.unwrap_or(false);
+        self.healthy_with_at_least_one_config_loaded |= up.healthy_needs_config.unwrap_or(false);
+        self.global_shadow_mode |= up.global_shadow.unwrap_or(false);
+        self.global_quota_mode |= up.global_quota.unwrap_or(false);
+        self.merge_domain_config |= up.merge_domains.unwrap_or(false);
+    }
 }
 
 /// Which tokio scheduler runs the server.
@@ -130,14 +190,23 @@ enum Runtime {
 }
 
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    let upstream = match settings::from_env(|k| std::env::var(k).ok()) {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("tollgate-server: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    args.apply(&upstream);
+    let level = upstream.log_level.clone().unwrap_or_else(|| "info".into());
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    if args.log_format == "json" {
+    if args.log_format.as_deref() != Some("text") {
         fmt.json().init();
     } else {
         fmt.init();
@@ -179,6 +248,15 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), String> {
+    let config = args.config.clone().ok_or(
+        "no configuration directory: give --config DIR (or TOLLGATE_CONFIG, or envoyproxy/ratelimit's RUNTIME_ROOT and RUNTIME_SUBDIRECTORY)",
+    )?;
+    let grpc_addr = args
+        .grpc
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8081)));
+    let http_addr = args
+        .http
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080)));
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| format!("metrics: {e}"))?;
@@ -203,20 +281,28 @@ async fn run(args: Args) -> Result<(), String> {
         max_entries: args.max_entries,
         max_entry_bytes: args.max_entry_bytes,
     };
-    let engine = Arc::new(Engine::new(
-        Rules::default(),
-        backend,
-        args.response_headers,
-        input,
-    ));
-    tollgate_server::reload::reload(&engine, &args.config).await?;
+    let engine = Arc::new(
+        Engine::new(
+            Rules::default(),
+            backend,
+            args.response_headers.unwrap_or_default(),
+            input,
+        )
+        .with_policy(Policy {
+            count_denied_hits: args.count_denied_hits,
+            global_shadow: args.global_shadow_mode,
+            global_quota: args.global_quota_mode,
+        }),
+    );
+    let loaded = tollgate_server::reload::fingerprint(&config);
+    tollgate_server::reload::reload_merging(&engine, &config, args.merge_domain_config).await?;
 
-    let grpc = tokio::net::TcpListener::bind(args.grpc)
+    let grpc = tokio::net::TcpListener::bind(grpc_addr)
         .await
-        .map_err(|e| format!("gRPC listener {}: {e}", args.grpc))?;
-    let http = tokio::net::TcpListener::bind(args.http)
+        .map_err(|e| format!("gRPC listener {grpc_addr}: {e}"))?;
+    let http = tokio::net::TcpListener::bind(http_addr)
         .await
-        .map_err(|e| format!("HTTP listener {}: {e}", args.http))?;
+        .map_err(|e| format!("HTTP listener {http_addr}: {e}"))?;
     tracing::info!(
         grpc = %grpc.local_addr().map_err(|e| e.to_string())?,
         http = %http.local_addr().map_err(|e| e.to_string())?,
@@ -233,13 +319,16 @@ async fn run(args: Args) -> Result<(), String> {
         engine: Arc::clone(&engine),
         metrics,
         draining: Arc::clone(&draining),
+        healthy_needs_config: args.healthy_with_at_least_one_config_loaded,
     };
     let http_task = tokio::spawn(serve_http(http, state, stopped(stop_rx.clone())));
     let grpc_task = tokio::spawn(serve_grpc(grpc, Arc::clone(&engine), stopped(stop_rx)));
     let watcher = tokio::spawn(tollgate_server::reload::watch(
         Arc::clone(&engine),
-        args.config.clone(),
+        config.clone(),
         Duration::from_millis(args.watch_interval_ms),
+        loaded,
+        args.merge_domain_config,
     ));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -1,9 +1,9 @@
 //! Loading the configuration directory, and reloading it when a file changes (polled) or
-//! on SIGHUP. A limit whose identity is unchanged keeps its limiter, and so its counts; a
-//! directory that cannot be used is refused, logged with its file, line and field, and the
-//! previous configuration keeps serving.
+//! on SIGHUP. A limit at the same place keeps its limiter, and what its keys used follows a
+//! change of its quota (`rules::carry`); a directory that cannot be used is refused, logged
+//! with its file, line and field, and the previous configuration keeps serving.
 
-use crate::config::load_dir;
+use crate::config::load_dir_merging;
 use crate::engine::Engine;
 use crate::rules::Rules;
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 /// What identifies the directory's content without reading it: each YAML file's name,
 /// modification time and length.
-pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
+pub fn fingerprint(dir: &Path) -> Fingerprint {
     crate::config::config_files(dir)
         .unwrap_or_default()
         .into_iter()
@@ -32,27 +32,53 @@ pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
 ///
 /// The refusal (file, line, field, message); the engine is left as it was.
 pub async fn reload(engine: &Engine, dir: &Path) -> Result<usize, String> {
-    let config = load_dir(dir).map_err(|e| e.to_string())?;
-    let previous = engine.rules().by_id();
-    let rules = Rules::compile(&config, engine.backend(), &previous).await?;
-    let limits = rules.by_id();
-    let kept = limits.keys().filter(|k| previous.contains_key(*k)).count();
-    let n = limits.len();
+    reload_merging(engine, dir, false).await
+}
+
+/// [`reload`], merging the files of one domain when `merge` (envoyproxy/ratelimit's
+/// `MERGE_DOMAIN_CONFIG`, `config::load_dir_merging`).
+///
+/// # Errors
+///
+/// As [`reload`].
+pub async fn reload_merging(engine: &Engine, dir: &Path, merge: bool) -> Result<usize, String> {
+    let config = load_dir_merging(dir, merge).map_err(|e| e.to_string())?;
+    let previous = engine.rules().by_slot();
+    let compiled = Rules::compile(&config, engine.backend(), &previous).await?;
+    let (kept, retuned, fresh) = (compiled.kept, compiled.retunes.len(), compiled.fresh);
+    let rules = compiled.commit();
+    let n = kept + retuned + fresh;
     engine.swap(rules);
+    if config.domains.is_empty() {
+        tracing::warn!(dir = %dir.display(), "no configuration file (*.yaml, *.yml): no request is limited");
+    }
     tracing::info!(
         dir = %dir.display(),
         domains = config.domains.len(),
         limits = n,
         kept,
+        retuned,
+        new = fresh,
         "configuration loaded"
     );
     Ok(n)
 }
 
+/// What [`fingerprint`] returns.
+pub type Fingerprint = Vec<(PathBuf, Option<SystemTime>, u64)>;
+
 /// Reloads `dir` whenever its files change (checked every `interval`) or the process
-/// gets SIGHUP; runs until the task is dropped.
-pub async fn watch(engine: Arc<Engine>, dir: PathBuf, interval: Duration) {
-    let mut last = fingerprint(&dir);
+/// gets SIGHUP; runs until the task is dropped. `loaded` is the directory's fingerprint
+/// taken before the configuration being served was read (so that a change made while the
+/// process starts is not missed); `merge` as in [`reload_merging`].
+pub async fn watch(
+    engine: Arc<Engine>,
+    dir: PathBuf,
+    interval: Duration,
+    loaded: Fingerprint,
+    merge: bool,
+) {
+    let mut last = loaded;
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -60,7 +86,10 @@ pub async fn watch(engine: Arc<Engine>, dir: PathBuf, interval: Duration) {
             None
         }
     };
-    let mut tick = tokio::time::interval(interval);
+    // The first check one interval from now (a plain `interval` ticks at once, and a
+    // change written between the fingerprint above and that tick would be reloaded with
+    // no signal and no interval elapsed).
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let signalled = tokio::select! {
@@ -75,7 +104,7 @@ pub async fn watch(engine: Arc<Engine>, dir: PathBuf, interval: Duration) {
         if signalled {
             tracing::info!("SIGHUP: reloading the configuration");
         }
-        if let Err(e) = reload(&engine, &dir).await {
+        if let Err(e) = reload_merging(&engine, &dir, merge).await {
             crate::stats::call("reload", "error");
             tracing::error!(error = %e, "configuration refused; the previous one keeps serving");
         } else {

@@ -1,5 +1,6 @@
-//! The HTTP listener (`POST /json`, `GET /healthcheck`, `GET /metrics`), draining
-//! in-flight calls on shutdown. The gRPC listener is [`crate::grpc`].
+//! The HTTP listener (`POST /json`, `GET /healthcheck`, `GET /metrics`, and
+//! envoyproxy/ratelimit's debug page `GET /rlconfig`), draining in-flight calls on
+//! shutdown. The gRPC listener is [`crate::grpc`].
 
 use crate::engine::{DecideError, Engine};
 use crate::json::{parse_request, response_json};
@@ -24,6 +25,9 @@ pub struct Http {
     /// Set when shutting down: `/healthcheck` then answers 503, so load balancers stop
     /// sending while the in-flight calls drain.
     pub draining: Arc<AtomicBool>,
+    /// envoyproxy/ratelimit's `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: `/healthcheck`
+    /// answers 500 while the configuration served has no domain.
+    pub healthy_needs_config: bool,
 }
 
 async fn json(State(s): State<Http>, body: Bytes) -> Response {
@@ -51,6 +55,12 @@ async fn json(State(s): State<Http>, body: Bytes) -> Response {
 async fn healthcheck(State(s): State<Http>) -> Response {
     if s.draining.load(Ordering::Relaxed) {
         (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
+    } else if s.healthy_needs_config && s.engine.rules().domains.is_empty() {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no configuration loaded\n",
+        )
+            .into_response()
     } else {
         (StatusCode::OK, "OK\n").into_response()
     }
@@ -64,12 +74,21 @@ async fn metrics(State(s): State<Http>) -> Response {
         .into_response()
 }
 
+async fn rlconfig(State(s): State<Http>) -> Response {
+    (
+        [("content-type", "text/plain; charset=utf-8")],
+        s.engine.rules().dump(),
+    )
+        .into_response()
+}
+
 /// The HTTP routes.
 pub fn router(state: Http) -> axum::Router {
     axum::Router::new()
         .route("/json", post(json))
         .route("/healthcheck", get(healthcheck))
         .route("/metrics", get(metrics))
+        .route("/rlconfig", get(rlconfig))
         .with_state(state)
 }
 

@@ -1,8 +1,10 @@
 //! envoyproxy/ratelimit's metrics, under the names its Prometheus exporter mapping gives
 //! them (`ratelimit_service_rate_limit_total_hits{domain="d",key1="k_v",key2="k2"}`, and
 //! `over_limit`, `near_limit`, `within_limit`, `shadow_mode`), through the `metrics` facade,
-//! so existing dashboards work. The labels come from the stat key `domain.key_value.key...`:
-//! the configured path, or the request's own values for a limit with `detailed_metric`.
+//! so existing dashboards work. The labels come from a [`StatKey`]: the domain and one level
+//! per descriptor entry (`key_value` or `key`), the configured path or, for a limit with
+//! `detailed_metric`, the request's own values. A level is one label whatever it holds: a
+//! value with dots (an IP address) is not split.
 
 use metrics::{counter, Counter, Label};
 
@@ -20,20 +22,58 @@ pub struct Counters {
     shadow_mode: Counter,
 }
 
+/// envoyproxy/ratelimit's stat key, kept as its parts: the domain and one level per
+/// descriptor entry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct StatKey {
+    /// The domain.
+    pub domain: String,
+    /// One level per entry: `key_value`, or `key` for a key matched without a value.
+    pub levels: Vec<String>,
+}
+
+impl StatKey {
+    /// A key of `domain` with no levels yet.
+    pub fn new(domain: &str) -> StatKey {
+        StatKey {
+            domain: domain.to_string(),
+            levels: Vec::new(),
+        }
+    }
+
+    /// This key with one more level.
+    #[must_use]
+    pub fn with(&self, level: String) -> StatKey {
+        let mut k = self.clone();
+        k.levels.push(level);
+        k
+    }
+
+    /// envoyproxy/ratelimit's dotted form, `domain.key_value.key` (a name, never parsed).
+    pub fn dotted(&self) -> String {
+        let mut s = self.domain.clone();
+        for l in &self.levels {
+            s.push('.');
+            s.push_str(l);
+        }
+        s
+    }
+}
+
 /// The labels of a stat key: `domain`, then `key1`, `key2`, ... one per level.
-pub fn labels(stat_key: &str) -> Vec<Label> {
-    let mut parts = stat_key.split('.');
-    let mut out = vec![Label::new("domain", parts.next().unwrap_or("").to_string())];
-    for (i, p) in parts.enumerate() {
-        out.push(Label::new(format!("key{}", i + 1), p.to_string()));
+pub fn labels(key: &StatKey) -> Vec<Label> {
+    let mut out = Vec::with_capacity(1 + key.levels.len());
+    out.push(Label::new("domain", key.domain.clone()));
+    for (i, p) in key.levels.iter().enumerate() {
+        out.push(Label::new(format!("key{}", i + 1), p.clone()));
     }
     out
 }
 
 impl Counters {
-    /// Registers (or finds) the counters of `stat_key`.
-    pub fn new(stat_key: &str) -> Counters {
-        let l = labels(stat_key);
+    /// Registers (or finds) the counters of `key`.
+    pub fn new(key: &StatKey) -> Counters {
+        let l = labels(key);
         Counters {
             total_hits: counter!("ratelimit_service_rate_limit_total_hits", l.clone()),
             over_limit: counter!("ratelimit_service_rate_limit_over_limit", l.clone()),
@@ -89,8 +129,21 @@ mod tests {
 
     #[test]
     fn stat_key_labels() {
-        let l = labels("d.k_v.k2");
+        let k = StatKey::new("d").with("k_v".into()).with("k2".into());
+        let l = labels(&k);
         let pairs: Vec<(&str, &str)> = l.iter().map(|l| (l.key(), l.value())).collect();
         assert_eq!(pairs, [("domain", "d"), ("key1", "k_v"), ("key2", "k2")]);
+        assert_eq!(k.dotted(), "d.k_v.k2");
+    }
+
+    #[test]
+    fn a_dotted_value_is_one_label() {
+        let k = StatKey::new("d").with("remote_address_50.0.0.5".into());
+        let l = labels(&k);
+        let pairs: Vec<(&str, &str)> = l.iter().map(|l| (l.key(), l.value())).collect();
+        assert_eq!(
+            pairs,
+            [("domain", "d"), ("key1", "remote_address_50.0.0.5")]
+        );
     }
 }

@@ -142,3 +142,85 @@ async fn sigterm_drains_and_exits() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+fn per_minute(rpu: u32) -> String {
+    format!(
+        "domain: app
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: {rpu}
+"
+    )
+}
+
+/// Issue 29 item 1, as a user meets it: 5 per minute, 6 requests (5 admitted, 1 denied),
+/// the limit lowered to 2 and SIGHUP sent: the next request is denied (the 5 used still
+/// count), and the log says the limit was retuned.
+#[tokio::test]
+async fn a_limit_lowered_at_sighup_keeps_what_keys_used() {
+    // All in one clock-aligned minute.
+    let s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 60;
+    if s > 45 {
+        tokio::time::sleep(Duration::from_secs(61 - s)).await;
+    }
+    let dir = TempDir::new("lowered");
+    dir.write("app.yaml", &per_minute(5));
+    let s = Server::start(&dir.0, &["--watch-interval-ms", "3600000"]);
+    let mut c = s.grpc_client().await;
+    let mut codes = Vec::new();
+    for _ in 0..6 {
+        let r = call(&mut c, request("app", vec![desc(&[("user", "alice")])]))
+            .await
+            .expect("call");
+        codes.push(r.overall_code);
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    assert_eq!(codes, [ok, ok, ok, ok, ok, over]);
+    dir.write("app.yaml", &per_minute(2));
+    s.signal("HUP");
+    eventually(|| async { s.log_text().matches("configuration loaded").count() == 2 }).await;
+    let r = call(&mut c, request("app", vec![desc(&[("user", "alice")])]))
+        .await
+        .expect("call");
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .map(|l| l.requests_per_unit),
+        Some(2)
+    );
+    assert_eq!(r.overall_code, over, "{r:?}");
+    assert!(s.log_text().contains("retuned=1"), "{}", s.log_text());
+}
+
+/// Issue 29 item 1: what cannot be carried is said: a limit given another algorithm
+/// starts afresh, and the log names it and the reason.
+#[tokio::test]
+async fn a_change_the_counts_cannot_follow_is_logged() {
+    let dir = TempDir::new("uncarried");
+    dir.write("app.yaml", &per_minute(5));
+    let s = Server::start(&dir.0, &["--watch-interval-ms", "3600000"]);
+    dir.write(
+        "app.yaml",
+        &per_minute(5).replace(
+            "requests_per_unit: 5",
+            "requests_per_unit: 5\n      algorithm: token_bucket",
+        ),
+    );
+    s.signal("HUP");
+    eventually(|| async { s.log_text().matches("configuration loaded").count() == 2 }).await;
+    let log = s.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("could not be carried over"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("app.user"), "{line}");
+    assert!(line.contains("algorithm changed"), "{line}");
+    assert!(log.contains("new=1"), "{log}");
+}

@@ -16,7 +16,8 @@ pub(crate) async fn run(a: &Args) {
         .expect("backend");
     let rules = Rules::compile(&config, &backend, &Default::default())
         .await
-        .expect("rules");
+        .expect("rules")
+        .commit();
     let engine = Engine::new(rules, backend, Default::default(), InputLimits::default());
     let reqs: Vec<RateLimitRequest> = (0..a.keys.min(100_000)).map(|i| request(a, i)).collect();
     let start = Instant::now();

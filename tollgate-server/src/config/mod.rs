@@ -104,12 +104,25 @@ fn io_error(path: &Path, e: &std::io::Error) -> ConfigError {
     }
 }
 
-/// Reads every YAML file of `dir`.
+/// Reads every YAML file of `dir`; a domain in two files is refused.
 ///
 /// # Errors
 ///
 /// The first file that cannot be read or parsed, or a domain defined twice.
 pub fn load_dir(dir: &Path) -> Result<Config, ConfigError> {
+    load_dir_merging(dir, false)
+}
+
+/// Reads every YAML file of `dir`. With `merge` (envoyproxy/ratelimit's
+/// `MERGE_DOMAIN_CONFIG`), the files of one domain are merged: their top-level
+/// descriptors joined (a key and value in two files is refused), their domain settings
+/// equal or given once; without it, a domain in two files is refused.
+///
+/// # Errors
+///
+/// The first file that cannot be read or parsed, a domain defined twice (without
+/// `merge`), or a descriptor or domain setting that two merged files both define.
+pub fn load_dir_merging(dir: &Path, merge: bool) -> Result<Config, ConfigError> {
     let mut config = Config::default();
     for file in config_files(dir)? {
         let bytes = std::fs::read(&file).map_err(|e| io_error(&file, &e))?;
@@ -130,22 +143,74 @@ pub fn load_dir(dir: &Path) -> Result<Config, ConfigError> {
                 message: "the domain must not be empty".into(),
             });
         }
-        if let Some((other, _)) = config.domains.get(&parsed.domain) {
-            return Err(ConfigError {
-                file: file.clone(),
-                line: None,
-                column: None,
-                field: Some("domain".into()),
-                message: format!(
-                    "domain `{}` is already defined in {}",
-                    parsed.domain,
-                    other.display()
-                ),
-            });
+        match config.domains.get_mut(&parsed.domain) {
+            Some((_, existing)) if merge => merge_into(existing, parsed, &file)?,
+            Some((other, _)) => {
+                return Err(ConfigError {
+                    file: file.clone(),
+                    line: None,
+                    column: None,
+                    field: Some("domain".into()),
+                    message: format!(
+                        "domain `{}` is already defined in {}",
+                        parsed.domain,
+                        other.display()
+                    ),
+                });
+            }
+            None => {
+                config.domains.insert(parsed.domain.clone(), (file, parsed));
+            }
         }
-        config.domains.insert(parsed.domain.clone(), (file, parsed));
     }
     Ok(config)
+}
+
+/// Adds the file `file`'s `more` to the domain `into` (see [`load_dir_merging`]).
+fn merge_into(into: &mut DomainFile, more: DomainFile, file: &Path) -> Result<(), ConfigError> {
+    let refuse = |field: &str, message: String| ConfigError {
+        file: file.to_path_buf(),
+        line: None,
+        column: None,
+        field: Some(field.into()),
+        message,
+    };
+    for d in &more.descriptors.0 {
+        let twice = into
+            .descriptors
+            .0
+            .iter()
+            .any(|x| x.key == d.key && x.value == d.value);
+        if twice {
+            let composite = match &d.value {
+                Some(v) => format!("{}.{}_{v}", more.domain, d.key),
+                None => format!("{}.{}", more.domain, d.key),
+            };
+            return Err(refuse(
+                "descriptors",
+                format!("duplicate descriptor composite key `{composite}`"),
+            ));
+        }
+    }
+    if more.max_keys.is_some() && into.max_keys.is_some() && more.max_keys != into.max_keys {
+        return Err(refuse(
+            "max_keys",
+            "merged files of one domain give different max_keys".into(),
+        ));
+    }
+    if more.allow_limit_override.is_some()
+        && into.allow_limit_override.is_some()
+        && more.allow_limit_override != into.allow_limit_override
+    {
+        return Err(refuse(
+            "allow_limit_override",
+            "merged files of one domain give different allow_limit_override".into(),
+        ));
+    }
+    into.max_keys = into.max_keys.or(more.max_keys);
+    into.allow_limit_override = into.allow_limit_override.or(more.allow_limit_override);
+    into.descriptors.0.extend(more.descriptors.0);
+    Ok(())
 }
 
 #[cfg(test)]

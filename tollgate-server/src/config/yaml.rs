@@ -39,6 +39,18 @@ impl TryFrom<Vec<Descriptor>> for Descriptors {
     fn try_from(list: Vec<Descriptor>) -> Result<Self, String> {
         let mut seen = std::collections::HashSet::new();
         for d in &list {
+            if d.key.is_empty() {
+                return Err("descriptor has empty key".into());
+            }
+            let wildcard =
+                d.key.contains('*') || d.value.as_deref().is_some_and(|v| v.contains('*'));
+            if d.share_threshold && !wildcard {
+                return Err(format!(
+                    "share_threshold can only be used with wildcard values (containing '*'), but found key `{}`{}",
+                    d.key,
+                    d.value.as_deref().map(|v| format!(" value `{v}`")).unwrap_or_default()
+                ));
+            }
             if !seen.insert((d.key.as_str(), d.value.as_deref())) {
                 return Err(format!(
                     "duplicate descriptor key `{}`{}",
@@ -60,8 +72,8 @@ impl TryFrom<Vec<Descriptor>> for Descriptors {
 pub struct Descriptor {
     /// The entry key it matches.
     pub key: String,
-    /// The entry value it matches: exact, or a prefix when it ends in `*`; none matches
-    /// every value, one limit per distinct value.
+    /// The entry value it matches: exact, or a wildcard pattern when it holds `*` (each
+    /// `*` any run of characters); none matches every value, one limit per distinct value.
     #[serde(default)]
     pub value: Option<String>,
     /// The limit, when this node has one.
@@ -73,6 +85,14 @@ pub struct Descriptor {
     /// Decide and count, but never deny.
     #[serde(default)]
     pub shadow_mode: bool,
+    /// A quota: the request is denied on its quota-mode limits only when every one of
+    /// them is over (envoyproxy/ratelimit's `quota_mode`).
+    #[serde(default)]
+    pub quota_mode: bool,
+    /// Arbitrary data for Envoy's dynamic metadata (envoyproxy/ratelimit's `metadata`):
+    /// accepted and kept, shown by `/rlconfig`; this server sends no dynamic metadata.
+    #[serde(default)]
+    pub metadata: Option<serde_norway::Value>,
     /// Metrics labelled with the request's own values rather than the configured ones.
     #[serde(default)]
     pub detailed_metric: bool,
@@ -239,8 +259,14 @@ impl OnFullName {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Replace {
-    /// The name of the limit this one replaces.
+    /// The name of the limit this one replaces (never empty once checked).
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub name: String,
+}
+
+/// A name written as `name:` alone (YAML null) is the empty name, refused by the check.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// The `rate_limit:` block as written.
@@ -303,6 +329,21 @@ impl TryFrom<RawRateLimit> for RateLimitSpec {
     type Error = String;
 
     fn try_from(r: RawRateLimit) -> Result<Self, String> {
+        // envoyproxy/ratelimit's refusals, with its reasons.
+        if r.unlimited && r.unit.is_some() {
+            return Err("rate_limit: should not specify rate limit unit when unlimited".into());
+        }
+        for x in &r.replaces {
+            if x.name.is_empty() {
+                return Err("rate_limit: should not have an empty replaces entry".into());
+            }
+            if r.name.as_deref() == Some(x.name.as_str()) {
+                return Err(format!(
+                    "rate_limit: replaces should not contain name of same descriptor (`{}`)",
+                    x.name
+                ));
+            }
+        }
         if !r.unlimited {
             if r.unit.is_none() {
                 return Err("rate_limit: missing field `unit`".into());

@@ -66,21 +66,45 @@ pub struct Server {
 
 impl Server {
     pub fn start(config: &Path, extra: &[&str]) -> Server {
-        let (grpc, http) = (free_port(), free_port());
-        let log = config.with_extension(format!("{grpc}.log"));
+        Server::spawn(Some(config), extra, &[])
+    }
+
+    /// Starts the binary with `env` added to its environment; `--config`, `--grpc` and
+    /// `--http` are given only with `config` (else the variables must say them, and
+    /// GRPC_PORT and PORT are then the ports waited for).
+    pub fn spawn(config: Option<&Path>, extra: &[&str], env: &[(&str, String)]) -> Server {
+        let var = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        let (grpc, http) = match config {
+            Some(_) => (free_port(), free_port()),
+            None => (
+                var("GRPC_PORT")
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(8081),
+                var("PORT").and_then(|p| p.parse().ok()).unwrap_or(8080),
+            ),
+        };
+        let log = std::env::temp_dir().join(format!(
+            "tollgate-server-{}-{grpc}-{}.log",
+            std::process::id(),
+            free_port()
+        ));
         let out = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
-            .arg("--config")
-            .arg(config)
-            .args(["--grpc", &format!("127.0.0.1:{grpc}")])
-            .args(["--http", &format!("127.0.0.1:{http}")])
-            .args(["--log-format", "text"])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate-server"));
+        if let Some(config) = config {
+            cmd.arg("--config")
+                .arg(config)
+                .args(["--grpc", &format!("127.0.0.1:{grpc}")])
+                .args(["--http", &format!("127.0.0.1:{http}")])
+                .args(["--log-format", "text"]);
+        }
+        let child = cmd
             .args(if extra.contains(&"--watch-interval-ms") {
                 &[][..]
             } else {
                 &["--watch-interval-ms", "100"][..]
             })
             .args(extra)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::null())
             .stderr(out)
             .spawn()

@@ -1,15 +1,22 @@
 //! The configuration compiled for matching: one tree of descriptor nodes per domain, with
 //! envoyproxy/ratelimit's rules (at each level: the exact value, then the first wildcard
-//! value ending in `*` whose prefix matches, then the key with no value, one limit per
-//! distinct value), and one limiter per configured limit.
+//! value (a `*` anywhere, [`pattern`]) that matches, in file order, then the key with no
+//! value, one limit per distinct value), and one limiter per configured limit.
 //!
-//! A limit keeps its limiter (and so its counts) across reloads while its identity (domain,
-//! path in the tree, and every field of its `rate_limit`) is unchanged.
+//! A limit keeps its limiter across reloads while it sits at the same place (domain and
+//! path in the tree); what its keys used follows a change of its quota ([`carry`]).
 
-use crate::backend::{Backend, LimitParams, Limiter};
-use crate::config::{Config, Descriptor, RateLimitSpec};
+pub mod carry;
+mod compile;
+pub mod pattern;
+
+pub use compile::{Compiled, Retune};
+
+use crate::backend::{LimitParams, Limiter};
+use crate::config::RateLimitSpec;
 use crate::proto::Entry;
-use crate::stats::Counters;
+use crate::stats::{Counters, StatKey};
+use pattern::Pattern;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -19,19 +26,29 @@ pub const DEFAULT_MAX_KEYS: usize = 65_536;
 /// One configured limit, ready to decide.
 #[derive(Debug)]
 pub struct Rule {
-    /// Identity across reloads: domain, path and the spec.
+    /// Where the limit sits: domain and path in the tree. "The same limit" across reloads.
+    pub slot: String,
+    /// The whole identity: the place, the spec and the flags (unchanged: nothing to do).
     pub id: String,
     /// The configured limit.
     pub spec: RateLimitSpec,
-    /// envoyproxy/ratelimit's stat key: `domain.key_value.key...`.
+    /// What the limiter was built from (the quota after any retune).
+    pub params: LimitParams,
+    /// A sliding log's ring size: the limit its limiter was first built with.
+    pub ring_limit: u32,
+    /// envoyproxy/ratelimit's stat key, `domain.key_value.key...`, as a name.
     pub stat_key: String,
+    /// The stat key's parts (the metric labels).
+    pub stat: StatKey,
     /// Never denies.
     pub shadow_mode: bool,
+    /// Denies a request only when every quota-mode limit of the request is over.
+    pub quota_mode: bool,
     /// Metrics per request value.
     pub detailed_metric: bool,
     /// The counts.
     pub limiter: Arc<Limiter>,
-    /// Metric handles for `stat_key`.
+    /// Metric handles for `stat`.
     pub counters: Counters,
 }
 
@@ -39,8 +56,8 @@ pub struct Rule {
 #[derive(Debug, Default)]
 struct KeyChildren {
     exact: HashMap<String, Node>,
-    /// `(prefix without the '*', share_threshold, node)`, in file order.
-    wildcards: Vec<(String, bool, Node)>,
+    /// `(pattern, share_threshold, node)`, in file order.
+    wildcards: Vec<(Pattern, bool, Node)>,
     any: Option<Box<Node>>,
 }
 
@@ -58,6 +75,8 @@ pub struct Domain {
     pub name: String,
     /// Whether a descriptor's own `limit` replaces the configured one.
     pub allow_override: bool,
+    /// Counts the descriptors of this domain that matched no limit.
+    pub unmatched: metrics::Counter,
     root: Node,
 }
 
@@ -92,15 +111,13 @@ impl Domain {
             let kids = node.children.get(&e.key)?;
             let (next, value) = if let Some(n) = kids.exact.get(&e.value) {
                 (n, e.value.as_str())
-            } else if let Some((prefix, shared, n)) = kids
-                .wildcards
-                .iter()
-                .find(|(p, _, _)| e.value.starts_with(p.as_str()))
+            } else if let Some((pattern, shared, n)) =
+                kids.wildcards.iter().find(|(p, _, _)| p.matches(&e.value))
             {
                 (
                     n,
                     if *shared {
-                        prefix.as_str()
+                        pattern.text()
                     } else {
                         e.value.as_str()
                     },
@@ -129,139 +146,56 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// Every limit, by identity.
-    pub fn by_id(&self) -> HashMap<String, Arc<Rule>> {
-        fn walk(n: &Node, out: &mut HashMap<String, Arc<Rule>>) {
-            if let Some(r) = &n.rule {
-                out.insert(r.id.clone(), Arc::clone(r));
-            }
-            for kids in n.children.values() {
-                kids.exact.values().for_each(|c| walk(c, out));
-                kids.wildcards.iter().for_each(|(_, _, c)| walk(c, out));
-                if let Some(c) = &kids.any {
-                    walk(c, out);
-                }
-            }
-        }
+    /// Every limit, by place ([`Rule::slot`]).
+    pub fn by_slot(&self) -> HashMap<String, Arc<Rule>> {
         let mut out = HashMap::new();
-        for d in self.domains.values() {
-            walk(&d.root, &mut out);
+        self.each(|r| {
+            out.insert(r.slot.clone(), Arc::clone(r));
+        });
+        out
+    }
+
+    /// The loaded limits, one line each, sorted, in envoyproxy/ratelimit's `/rlconfig`
+    /// format (`domain.key_value.key: unit=MINUTE requests_per_unit=5, shadow_mode: false,
+    /// quota_mode: false`), with tollgate's algorithm appended when it is not the default.
+    pub fn dump(&self) -> String {
+        let mut lines = Vec::new();
+        self.each(|r| {
+            let unit = r.spec.unit.map_or("UNKNOWN", crate::config::Unit::name);
+            let mut line = format!(
+                "{}: unit={unit} requests_per_unit={}, shadow_mode: {}, quota_mode: {}",
+                r.stat_key, r.spec.requests_per_unit, r.shadow_mode, r.quota_mode
+            );
+            if r.params.algorithm != tollgate::Algorithm::FixedWindow {
+                line.push_str(&format!(", algorithm: {:?}", r.params.algorithm));
+            }
+            lines.push(line);
+        });
+        lines.sort();
+        let mut out = lines.join("\n");
+        if !out.is_empty() {
+            out.push('\n');
         }
         out
     }
 
-    /// Compiles `config`, reusing the limiter of every limit of `previous` whose identity
-    /// is unchanged (its counts carry over).
-    ///
-    /// # Errors
-    ///
-    /// A limiter the backend cannot build, with the file and descriptor path.
-    pub async fn compile(
-        config: &Config,
-        backend: &Backend,
-        previous: &HashMap<String, Arc<Rule>>,
-    ) -> Result<Rules, String> {
-        let mut domains = HashMap::new();
-        for (name, (file, df)) in &config.domains {
-            let mut ctx = Ctx {
-                domain: name,
-                max_keys: df.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
-                backend,
-                previous,
-            };
-            let mut root = Node::default();
-            for (i, d) in df.descriptors.0.iter().enumerate() {
-                let path = format!("descriptors[{i}]");
-                ctx.insert(&mut root, d, name.clone(), String::new(), &path)
-                    .await
-                    .map_err(|e| format!("{}: {e}", file.display()))?;
+    /// Calls `f` on every limit.
+    pub fn each(&self, mut f: impl FnMut(&Arc<Rule>)) {
+        fn walk(n: &Node, f: &mut dyn FnMut(&Arc<Rule>)) {
+            if let Some(r) = &n.rule {
+                f(r);
             }
-            domains.insert(
-                name.clone(),
-                Domain {
-                    name: name.clone(),
-                    allow_override: df.allow_limit_override.unwrap_or(true),
-                    root,
-                },
-            );
+            for kids in n.children.values() {
+                kids.exact.values().for_each(|c| walk(c, f));
+                kids.wildcards.iter().for_each(|(_, _, c)| walk(c, f));
+                if let Some(c) = &kids.any {
+                    walk(c, f);
+                }
+            }
         }
-        Ok(Rules { domains })
-    }
-}
-
-struct Ctx<'a> {
-    domain: &'a str,
-    max_keys: usize,
-    backend: &'a Backend,
-    previous: &'a HashMap<String, Arc<Rule>>,
-}
-
-impl Ctx<'_> {
-    /// Adds `d` (and its subtree) under `parent`.
-    fn insert<'s>(
-        &'s mut self,
-        parent: &'s mut Node,
-        d: &'s Descriptor,
-        stat_key: String,
-        id_path: String,
-        field: &'s str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + 's>> {
-        Box::pin(async move {
-            let mut node = Node::default();
-            let stat_key = match &d.value {
-                Some(v) => format!("{stat_key}.{}_{v}", d.key),
-                None => format!("{stat_key}.{}", d.key),
-            };
-            let mut id_path = id_path;
-            push_entry(&mut id_path, &d.key, d.value.as_deref().unwrap_or("\u{0}"));
-            if let Some(spec) = &d.rate_limit {
-                let id = format!(
-                    "{}|{id_path}|{spec:?}|shadow={}|detailed={}|share={}",
-                    self.domain, d.shadow_mode, d.detailed_metric, d.share_threshold
-                );
-                let limiter = match self.previous.get(&id) {
-                    Some(old) => Arc::clone(&old.limiter),
-                    None => {
-                        let params = LimitParams {
-                            algorithm: spec.algorithm.algorithm(),
-                            quota: spec.quota(),
-                            max_keys: spec.max_keys.unwrap_or(self.max_keys),
-                            on_full: spec.on_full.on_full(),
-                        };
-                        self.backend
-                            .limiter(&id, params)
-                            .await
-                            .map_err(|e| format!("{field}.rate_limit: {e}"))?
-                    }
-                };
-                node.rule = Some(Arc::new(Rule {
-                    counters: Counters::new(&stat_key),
-                    id,
-                    spec: spec.clone(),
-                    stat_key: stat_key.clone(),
-                    shadow_mode: d.shadow_mode,
-                    detailed_metric: d.detailed_metric,
-                    limiter,
-                }));
-            }
-            for (i, child) in d.descriptors.0.iter().enumerate() {
-                let f = format!("{field}.descriptors[{i}]");
-                self.insert(&mut node, child, stat_key.clone(), id_path.clone(), &f)
-                    .await?;
-            }
-            let kids = parent.children.entry(d.key.clone()).or_default();
-            match &d.value {
-                Some(v) if v.ends_with('*') => {
-                    let prefix = v.strip_suffix('*').unwrap_or(v).to_string();
-                    kids.wildcards.push((prefix, d.share_threshold, node));
-                }
-                Some(v) => {
-                    kids.exact.insert(v.clone(), node);
-                }
-                None => kids.any = Some(Box::new(node)),
-            }
-            Ok(())
-        })
+        for d in self.domains.values() {
+            walk(&d.root, &mut f);
+        }
     }
 }
 
@@ -300,7 +234,10 @@ descriptors:
             .domains
             .insert(df.domain.clone(), ("d.yaml".into(), df));
         let backend = Backend::new(BackendConfig::default()).await.unwrap();
-        Rules::compile(&config, &backend, previous).await.unwrap()
+        Rules::compile(&config, &backend, previous)
+            .await
+            .unwrap()
+            .commit()
     }
 
     fn entries(pairs: &[(&str, &str)]) -> Vec<Entry> {
@@ -348,10 +285,10 @@ descriptors:
     }
 
     #[tokio::test]
-    async fn recompiling_keeps_unchanged_limiters_only() {
+    async fn recompiling_keeps_each_limiter_and_retunes_a_changed_quota() {
         let first = compile(YAML, &HashMap::new()).await;
         let changed = YAML.replace("requests_per_unit: 3", "requests_per_unit: 30");
-        let second = compile(&changed, &first.by_id()).await;
+        let second = compile(&changed, &first.by_slot()).await;
         let limiter = |r: &Rules, pairs: &[(&str, &str)]| {
             Arc::clone(&r.domains["d"].find(&entries(pairs)).unwrap().rule.limiter)
         };
@@ -359,9 +296,40 @@ descriptors:
             &limiter(&first, &[("k", "exact")]),
             &limiter(&second, &[("k", "exact")])
         ));
-        assert!(!Arc::ptr_eq(
-            &limiter(&first, &[("k", "zz")]),
-            &limiter(&second, &[("k", "zz")])
-        ));
+        let (a, b) = (
+            limiter(&first, &[("k", "zz")]),
+            limiter(&second, &[("k", "zz")]),
+        );
+        assert!(Arc::ptr_eq(&a, &b), "a changed quota keeps its limiter");
+        let crate::backend::Limiter::Local(k) = &*b else {
+            panic!("local")
+        };
+        assert_eq!(k.quota().limit(), 30);
+        // Another algorithm: a new limiter.
+        let other = YAML.replace(
+            "requests_per_unit: 3}",
+            "requests_per_unit: 3, algorithm: token_bucket}",
+        );
+        let third = compile(&other, &first.by_slot()).await;
+        assert!(!Arc::ptr_eq(&a, &limiter(&third, &[("k", "zz")])));
+    }
+
+    #[tokio::test]
+    async fn wildcards_anywhere_in_a_value() {
+        let text = "domain: d
+descriptors:
+  - key: mid
+    value: bar*b
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: multi
+    value: foo*bar*baz
+    rate_limit: {unit: minute, requests_per_unit: 10}
+";
+        let r = compile(text, &HashMap::new()).await;
+        assert_eq!(rpu(&r, &[("mid", "bar-x-b")]), Some(20));
+        assert_eq!(rpu(&r, &[("mid", "barb")]), Some(20));
+        assert_eq!(rpu(&r, &[("mid", "bar-x-c")]), None);
+        assert_eq!(rpu(&r, &[("multi", "foo1bar2baz")]), Some(10));
+        assert_eq!(rpu(&r, &[("multi", "foo1baz2bar")]), None);
     }
 }
