@@ -282,8 +282,22 @@ impl LogCell {
 
     /// Gives `booking` back while no later booking depends on it.
     pub(crate) fn refund(&self, params: &SlidingLog, booking: &Booking, now: u64) {
-        if let Booking::Log { at, cost, prior } = booking {
-            params.refund(&mut lock(&self.ring), *at, *cost, prior, now);
+        if let Booking::Log {
+            at,
+            cost,
+            prior,
+            writes,
+            future,
+        } = booking
+        {
+            params.refund(
+                &mut lock(&self.ring),
+                *at,
+                *cost,
+                prior,
+                (*writes, *future),
+                now,
+            );
         }
     }
 }

@@ -199,7 +199,9 @@ impl<'a> Reservation<'a> {
     /// otherwise the booked capacity less what later bookings depend on (for the
     /// token bucket, the time later reservations were scheduled after this one; for the
     /// leaky bucket's spaced slots, and for the windows and the log, everything while
-    /// nothing later was booked into a later slot, window or entry, else nothing).
+    /// nothing later was booked into a later slot, window or entry, else nothing; a
+    /// log booking for a later time gives nothing back once anything was logged after
+    /// it, even at the same time).
     /// Never more than was booked; nothing after a reset of the key, or after a
     /// bucket's state was converted to another rate (`set_quota`, a request of
     /// another tier): the booking was converted with the rest.

@@ -243,3 +243,50 @@ fn a_keyed_cancel_measures_with_the_tier_it_was_booked_under() {
         Duration::from_secs(45)
     );
 }
+
+/// Found by the fuzzer: two sliding-log bookings for the same later time; cancelling
+/// the first while the second stands gives nothing back (what the second overwrote is
+/// not known to the first, and writing back the first's would forget admissions), and
+/// the log stays in order: cancelling the second, then the first, gives both back.
+#[test]
+fn log_bookings_for_one_time_are_given_back_last_first() {
+    let clock = ManualClock::new();
+    let log = limiter(
+        Algorithm::SlidingLog,
+        Quota::new(2, Duration::from_secs(1)),
+        &clock,
+    );
+    assert!(log.check_n(2).unwrap().is_allowed());
+    let first = log.reserve(1, Duration::from_secs(10)).unwrap();
+    let second = log.reserve(1, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        (first.wait_time(), second.wait_time()),
+        (Duration::from_secs(1), Duration::from_secs(1))
+    );
+    let before = log.peek_n(0).unwrap();
+    first.cancel();
+    assert_eq!(
+        log.peek_n(0).unwrap(),
+        before,
+        "the first gave something back"
+    );
+    let first = log.reserve(1, Duration::from_secs(10)); // too late for it: 2 s now
+    assert_eq!(first.unwrap().wait_time(), Duration::from_secs(2));
+    let clock = ManualClock::new();
+    let log = limiter(
+        Algorithm::SlidingLog,
+        Quota::new(2, Duration::from_secs(1)),
+        &clock,
+    );
+    assert!(log.check_n(2).unwrap().is_allowed());
+    let first = log.reserve(1, Duration::from_secs(10)).unwrap();
+    let second = log.reserve(1, Duration::from_secs(10)).unwrap();
+    second.cancel();
+    first.cancel();
+    assert!(!log.peek().is_allowed());
+    assert_eq!(
+        log.peek().retry_after(),
+        Some(Duration::from_secs(1)),
+        "both given back"
+    );
+}

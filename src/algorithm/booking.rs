@@ -44,6 +44,10 @@ pub(crate) enum Booking {
         /// The entries the booking overwrote (its ring's `cost` oldest), which a
         /// refund writes back: the log's own admission times, never one made up.
         prior: Overwritten,
+        /// The ring's write count after the booking (see `SlidingLog::refund`).
+        writes: u32,
+        /// Whether it was booked for a time after its reading.
+        future: bool,
     },
 }
 

@@ -90,9 +90,16 @@ impl Store for LogTable {
 
     fn refund(&self, h: u64, booking: &Booking, origin: Origin, now: u64, _always: bool) {
         let params = self.tiers().get(0);
-        if let Booking::Log { at, cost, prior } = booking {
+        if let Booking::Log {
+            at,
+            cost,
+            prior,
+            writes,
+            future,
+        } = booking
+        {
             LogTable::refund(self, h, origin, now, |ring, t| {
-                params.refund(ring, *at, *cost, prior, t);
+                params.refund(ring, *at, *cost, prior, (*writes, *future), t);
             });
         }
     }

@@ -19,6 +19,8 @@ pub struct Entry {
     pub ts: u128,
     pub n: u32,
     pub id: u64,
+    /// Booked for a time after its reading.
+    pub future: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -157,7 +159,12 @@ impl Entries {
         let allowed = at == t;
         let mut after = self.clone();
         if allowed && n > 0 {
-            after.v.push(Entry { ts: t, n, id: 0 });
+            after.v.push(Entry {
+                ts: t,
+                n,
+                id: 0,
+                future: false,
+            });
         }
         Expect {
             allowed,
@@ -182,21 +189,27 @@ impl Entries {
 
     pub fn take(&mut self, t: u128, at: u128, n: u32, p: &Params, id: u64) {
         self.prune(t, p);
-        self.v.push(Entry { ts: at, n, id });
+        self.v.push(Entry {
+            ts: at,
+            n,
+            id,
+            future: at > t,
+        });
     }
 
     /// README: "for the windows and the log, everything while nothing later was booked
-    /// into a later ... window or entry, else nothing".
+    /// into a later ... window or entry, else nothing" (the log: "a booking for a later
+    /// time gives nothing back once anything was logged after it").
     pub fn cancel(&mut self, b: &Booking, p: &Params) {
         let Some(i) = self.v.iter().position(|e| e.id == b.id) else {
             return;
         };
-        let mine = self.v[i].ts;
-        let later = |ts: u128| match p.algo {
-            Algo::Log => ts > mine,
-            _ => ts / p.period > mine / p.period,
+        let (mine, future) = (self.v[i].ts, self.v[i].future);
+        let later = |e: &Entry| match p.algo {
+            Algo::Log => e.ts > mine || (future && e.ts == mine && e.id > b.id),
+            _ => e.ts / p.period > mine / p.period,
         };
-        if self.v.iter().any(|e| e.id != b.id && later(e.ts)) {
+        if self.v.iter().any(|e| e.id != b.id && later(e)) {
             return;
         }
         self.v.remove(i);

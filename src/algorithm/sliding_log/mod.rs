@@ -178,6 +178,8 @@ impl SlidingLog {
                 at: ring.newest,
                 cost,
                 prior,
+                writes: ring.writes,
+                future: false,
             }
         } else {
             Booking::Nothing
@@ -196,6 +198,7 @@ impl SlidingLog {
         ring.head = ring.wrap(cost) as u32;
         ring.newest = now;
         ring.booked = false;
+        ring.writes = ring.writes.wrapping_add(1) & ring::WRITES;
     }
 
     /// The denial of `cost` read at `reading`, before a booking at `ring.newest`:
@@ -254,9 +257,16 @@ impl SlidingLog {
         ring.head = ring.wrap(cost) as u32;
         ring.newest = at;
         ring.booked = at > reading;
+        ring.writes = ring.writes.wrapping_add(1) & ring::WRITES;
         let active = self.active(ring, at);
         let decision = Decision::allow(self.limit, self.limit - active, self.period, 0);
-        let booking = Booking::Log { at, cost, prior };
+        let booking = Booking::Log {
+            at,
+            cost,
+            prior,
+            writes: ring.writes,
+            future: at > reading,
+        };
         Ok(Booked {
             wait,
             decision,
@@ -266,20 +276,33 @@ impl SlidingLog {
 
     /// Gives back a booking of `cost` entries at `at` while they are still the newest
     /// (no later booking depends on them): the ring steps back over them, and the
-    /// slots get back the entries the booking overwrote (`prior`), exactly: the log
-    /// never forgets an admission it held, nor holds one that was not made.
+    /// slots get back the entries the booking overwrote (`prior`). That is exact when
+    /// the booking is the ring's last write (`writes`, what the ring counted after it,
+    /// still agrees). After other writes at the same time `at` (requests admitted at
+    /// the same instant as a booking that proceeds at once), the entries each of them
+    /// overwrote had all left the window by `at`, so writing back this booking's is
+    /// exact for every decision under the period in force (a later `set_quota` that
+    /// lengthens the period may see the older of them). A booking for a later time
+    /// (`future`) that others were written after gives nothing back: what they
+    /// overwrote is not known to it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn refund<S: Stamps>(
         &self,
         ring: &mut Ring<S>,
         at: u64,
         cost: u32,
         prior: &Overwritten,
+        (writes, future): (u32, bool),
         now: u64,
     ) -> bool {
         // The whole ring, not only the newest `limit` entries `set_quota` may have
         // narrowed the window to: the booking overwrote its oldest slots.
         let len = ring.len();
         if ring.newest != at || cost > len || (len - cost..len).any(|i| ring.entry(i) != at) {
+            return false;
+        }
+        let last = ring.writes == writes;
+        if !last && (future || !stays_in_order(ring, cost, prior)) {
             return false;
         }
         // cost <= len: one wrap back.
@@ -300,6 +323,10 @@ impl SlidingLog {
         }
         ring.newest = ring.entry(len - 1);
         ring.booked = ring.newest != EMPTY && ring.newest > now;
+        if last {
+            // The write before it is the last again.
+            ring.writes = ring.writes.wrapping_sub(1) & ring::WRITES;
+        }
         true
     }
 
@@ -402,7 +429,7 @@ impl SlidingLog {
     /// Bounds of [`evict_rank`](Self::evict_rank) read off the cursor alone, with no
     /// ring read: a live log has used at least 1 entry and at most `limit`.
     pub(crate) fn evict_rank_bounds(&self, cursor: Cursor, now: u64, idle_at: u64) -> [u128; 2] {
-        let booked = if cursor.booked && cursor.newest > now {
+        let booked = if cursor.booked() && cursor.newest > now {
             1 << 32
         } else {
             0
@@ -428,4 +455,26 @@ fn overwritten<S: Stamps>(ring: &Ring<S>, cost: u32) -> Overwritten {
         empties = cost;
     }
     Overwritten::Uniform { empties, time }
+}
+
+/// Whether `prior`, written back as the `cost` oldest entries once the ring has stepped
+/// back over `cost` entries, stays no newer than the entry after it (the ring's entries
+/// stay in admission order, never-used ones first).
+fn stays_in_order<S: Stamps>(ring: &Ring<S>, cost: u32, prior: &Overwritten) -> bool {
+    let len = ring.len();
+    if cost == len {
+        return true;
+    }
+    // After the step back, the entry after the written-back ones is today's `cost`-th
+    // oldest... of the ring before the step: the oldest entry not overwritten.
+    let next = ring.entry(0);
+    let newest_prior = match prior {
+        Overwritten::Uniform { time, .. } => *time,
+        Overwritten::Each(v) => v[v.len() - 1],
+    };
+    match (newest_prior, next) {
+        (EMPTY, _) => true,
+        (_, EMPTY) => false,
+        (p, n) => p <= n,
+    }
 }

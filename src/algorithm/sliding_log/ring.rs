@@ -59,6 +59,10 @@ pub(crate) struct Ring<S: Stamps = Box<[u64]>> {
     /// Whether `newest` was booked by a reservation for a time after its reading:
     /// requests read before it queue behind it instead of being decided at its time.
     pub(super) booked: bool,
+    /// How many writes (admissions and bookings) the ring has taken, less those given
+    /// back, modulo 2^31: a booking that records it after its own write is the last
+    /// write while the two agree (see `SlidingLog::refund`).
+    pub(super) writes: u32,
     pub(super) ts: S,
 }
 
@@ -67,17 +71,30 @@ pub(crate) struct Ring<S: Stamps = Box<[u64]>> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Cursor {
     pub(super) head: u32,
-    pub(super) booked: bool,
+    /// The ring's `writes` (bits 0–30) and `booked` (bit 31), in one word so that a
+    /// cursor stays 16 bytes.
+    pub(super) marks: u32,
     pub(super) newest: u64,
 }
+
+/// `Cursor::marks`' bit for `booked`.
+const BOOKED: u32 = 1 << 31;
+
+/// The ring's write count wraps within `marks`' low 31 bits.
+pub(super) const WRITES: u32 = BOOKED - 1;
 
 impl Cursor {
     /// The cursor of an empty ring.
     pub(crate) const EMPTY: Cursor = Cursor {
         head: 0,
-        booked: false,
+        marks: 0,
         newest: EMPTY,
     };
+
+    /// Whether the ring's newest entry was booked for a time after its reading.
+    pub(super) fn booked(&self) -> bool {
+        self.marks & BOOKED != 0
+    }
 }
 
 /// The value of a timestamp that has never held an admission.
@@ -90,6 +107,7 @@ impl Ring {
             head: 0,
             newest: EMPTY,
             booked: false,
+            writes: 0,
             ts: vec![EMPTY; params.limit as usize].into_boxed_slice(),
         }
     }
@@ -101,7 +119,8 @@ impl<S: Stamps> Ring<S> {
         Ring {
             head: cursor.head,
             newest: cursor.newest,
-            booked: cursor.booked,
+            booked: cursor.booked(),
+            writes: cursor.marks & WRITES,
             ts,
         }
     }
@@ -110,7 +129,7 @@ impl<S: Stamps> Ring<S> {
     pub(crate) fn cursor(&self) -> Cursor {
         Cursor {
             head: self.head,
-            booked: self.booked,
+            marks: (self.writes & WRITES) | if self.booked { BOOKED } else { 0 },
             newest: self.newest,
         }
     }
@@ -120,6 +139,7 @@ impl<S: Stamps> Ring<S> {
         self.head = 0;
         self.newest = EMPTY;
         self.booked = false;
+        self.writes = 0;
         for i in 0..self.ts.len() {
             self.ts.set(i, EMPTY);
         }
