@@ -120,3 +120,30 @@ fn memory_is_fixed_at_build_with_the_largest_tier_ring() {
         }
     }
 }
+
+/// Found by the fuzzer: a reservation refused under another tier (`TooLong`) changes
+/// nothing, not even the rate the key's debt is repaid at (DESIGN's hazard: "a
+/// rejected reservation still changed state"): the key's debt of 8 tier-0 requests is
+/// still paid off at tier 0's rate, in 8 ms, not in 8 of tier 1's 15 s.
+#[test]
+fn a_refused_reservation_under_another_tier_changes_nothing() {
+    for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        let clock = ManualClock::new();
+        let l = KeyedRateLimiter::<u64, _>::builder(a, Quota::per_second(1_000).with_burst(8))
+            .tiers([Quota::per_minute(4).with_burst(3)])
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        assert!(l.check_n(&1, 8).unwrap().is_allowed());
+        let refused = l.tier(1).unwrap().reserve(&1, 3, Duration::from_micros(1));
+        assert!(
+            matches!(refused, Err(tollgate::ReserveError::TooLong { .. })),
+            "{a:?}: {refused:?}"
+        );
+        clock.advance(Duration::from_millis(10));
+        assert!(
+            l.check_n(&1, 8).unwrap().is_allowed(),
+            "{a:?}: the refusal converted the debt"
+        );
+    }
+}

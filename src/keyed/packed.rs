@@ -66,7 +66,8 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
     ) -> Result<Reserved1, InsufficientCapacity> {
         let reload = || self.tiers().get(tier);
         tiers::fresh(params, n, reload, A::burst, |params| {
-            self.run_booked(h, &now, true, params.gcra(), |state, t| {
+            // A refused reservation changes nothing, not even the rate class.
+            self.run_booked(h, &now, true, params.gcra(), false, |state, t| {
                 let (next, r) = params.reserve(state, t, n, limit);
                 (next, r.map(|b| (b, t)))
             })
@@ -125,9 +126,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // decided once more at a fresh reading (see `Step::ahead`).
         let mut again = true;
         let (placed, origin) = loop {
-            let (placed, origin) = self.run_booked(h, now, n > 0, params.gcra(), |state, t| {
-                (params.next_state(state, t, n), (state, t))
-            })?;
+            let (placed, origin) =
+                self.run_booked(h, now, n > 0, params.gcra(), true, |state, t| {
+                    (params.next_state(state, t, n), (state, t))
+                })?;
             if let Placed::Stored((state, t)) = placed {
                 if again && params.ahead(state, t) && !params.decision(state, t, n).is_allowed() {
                     again = false;

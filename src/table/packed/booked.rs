@@ -21,17 +21,22 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     /// Also returns what identifies the state the transition was stored on
     /// ([`Origin::Slot`]; see `table::generation`), for a later
     /// [`refund`](Self::refund). `None` as [`run_from`](Self::run_from).
+    ///
+    /// `denial_converts`: whether a run that writes nothing still stores a state
+    /// converted to `rate`'s class (a denial does; a refused reservation does not).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run_booked<R>(
         &self,
         h: u64,
         now: impl Fn() -> u64,
         insert: bool,
         rate: Option<Gcra>,
+        denial_converts: bool,
         f: impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<(Placed<R>, Origin)> {
         // Read before the state is loaded: every later event on the key numbers above it.
         let epoch = self.shards[self.geo.locate(h).shard].epoch();
-        let (placed, stored) = self.run_from(None, h, now, insert, rate, f)?;
+        let (placed, stored) = self.run_from(None, h, now, insert, (rate, denial_converts), f)?;
         let (gen, class) = (
             generation::of(stored.word),
             generation::class_of(stored.word),
@@ -129,7 +134,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         h: u64,
         now: impl Fn() -> u64,
         insert: bool,
-        rate: Option<Gcra>,
+        (rate, denial_converts): (Option<Gcra>, bool),
         mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<(Placed<R>, Stored)> {
         let _writing = match rate.filter(Gcra::mixed) {
@@ -147,7 +152,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             };
             match scan {
                 Scan::Found(i, w) => {
-                    if let Some((r, word)) = self.update(i, fp, w, t, rate, &mut f) {
+                    if let Some((r, word)) = self.update(i, fp, w, t, rate, denial_converts, &mut f)
+                    {
                         return Some((Placed::Stored(r), Stored { word, installed: 0 }));
                     }
                 }
@@ -179,7 +185,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                             };
                             return Some((Placed::Stored(r), stored));
                         }
-                    } else if let Some(placed) = self.claim(fp, &loc, t, rate, &mut stored, &mut f)
+                    } else if let Some(placed) =
+                        self.claim(fp, &loc, t, (rate, denial_converts), &mut stored, &mut f)
                     {
                         return Some((placed, stored));
                     }

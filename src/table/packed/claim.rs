@@ -32,12 +32,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         fp: u64,
         loc: &Location,
         now: u64,
-        rate: Option<Gcra>,
+        (rate, denial_converts): (Option<Gcra>, bool),
         stored: &mut Stored,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<Placed<R>> {
         if self.on_full == OnFull::Evict {
-            return self.claim_locked(fp, loc, now, rate, stored, f);
+            return self.claim_locked(fp, loc, now, (rate, denial_converts), stored, f);
         }
         let params = self.params.get(0);
         let survey = self.survey(fp, loc, now, |s| params.idle_at(s));
@@ -45,7 +45,9 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             // Inserted meanwhile: start over (the scan will find it).
             Survey::Found => return None,
             // Something may be claimed: the locked claim decides what.
-            Survey::Free => return self.claim_locked(fp, loc, now, rate, stored, f),
+            Survey::Free => {
+                return self.claim_locked(fp, loc, now, (rate, denial_converts), stored, f)
+            }
             Survey::Live { soonest } => soonest,
         };
         let (next, fresh) = f(0, now);
@@ -101,7 +103,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         fp: u64,
         loc: &Location,
         now: u64,
-        rate: Option<Gcra>,
+        (rate, denial_converts): (Option<Gcra>, bool),
         stored: &mut Stored,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<Placed<R>> {
@@ -133,10 +135,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 if generation::holds(fw, fp) {
                     // Inserted meanwhile (claims of this key are serialized by this
                     // lock, or were an empty-slot claim that finished before).
-                    return self.update(i, fp, w, now, rate, f).map(|(r, word)| {
-                        *stored = Stored { word, installed: 0 };
-                        Placed::Stored(r)
-                    });
+                    return self.update(i, fp, w, now, rate, denial_converts, f).map(
+                        |(r, word)| {
+                            *stored = Stored { word, installed: 0 };
+                            Placed::Stored(r)
+                        },
+                    );
                 }
                 // O(1) per entry, no step: the state is its own idle stamp, and its
                 // own eviction rank. In a table of several rates, what the entry used

@@ -183,7 +183,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         absent: Option<Scan>,
     ) -> Option<Decision> {
         let rate = params.gcra();
-        let (placed, _) = self.run_from(absent, h, now, cost > 0, rate, |state, t| {
+        let (placed, _) = self.run_from(absent, h, now, cost > 0, (rate, true), |state, t| {
             (params.next_state(state, t, cost), (state, t))
         })?;
         let d = match placed {

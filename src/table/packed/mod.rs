@@ -404,6 +404,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         mut word: u128,
         now: u64,
         rate: Option<Gcra>,
+        denial_converts: bool,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<(R, u64)> {
         loop {
@@ -411,9 +412,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             let (next, r) = f(state, now);
             // A request under another rate class stores the conversion even when it
             // writes nothing else (a denial): the state is then the deciding quota's.
+            // Not a refused reservation (`denial_converts` false): it changes nothing.
             let next = match next {
                 Some(next) => next,
-                None if kw == fp_of(word) => return Some((r, kw)),
+                None if kw == fp_of(word) || !denial_converts => return Some((r, fp_of(word))),
                 None => state,
             };
             match self.slot(i).compare_exchange(
