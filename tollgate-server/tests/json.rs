@@ -174,3 +174,29 @@ async fn x_ratelimit_headers_when_configured() {
     let (_, text) = off.http("/json", Some(body("frank"))).await;
     assert!(!text.contains("responseHeadersToAdd"), "{text}");
 }
+
+/// The README's `/json` example is what the server answers (issue 31, item 8): its
+/// `curl` body, sent to the server started on `tollgate-server/testdata/config` as the
+/// README starts it, gets exactly the JSON the README prints under it (a token bucket,
+/// so the first answer does not depend on the time).
+#[tokio::test]
+async fn the_readme_json_example_is_what_the_server_answers() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
+    let mut lines = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("curl -s localhost:8080/json -d '"));
+    let curl = lines.next().expect("the README's /json example");
+    let sample = lines
+        .next()
+        .and_then(|l| l.strip_prefix("# "))
+        .expect("its answer");
+    let body = curl.split('\'').nth(1).expect("a quoted body");
+    let s = Server::start(&root.join("testdata/config"), &[]);
+    let (status, text) = s.http("/json", Some(body.as_bytes().to_vec())).await;
+    assert_eq!(status, 200, "{text}");
+    let got: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let want: serde_json::Value =
+        serde_json::from_str(sample).expect("the README's answer is JSON");
+    assert_eq!(got, want, "the server answered {text}");
+}
