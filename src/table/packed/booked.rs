@@ -152,7 +152,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             };
             match scan {
                 Scan::Found(i, w) => {
-                    if let Some((r, word)) = self.update(i, fp, w, t, rate, denial_converts, &mut f)
+                    if let Some((r, word)) =
+                        self.update(i, fp, w, t, (rate, denial_converts), &mut f)
                     {
                         return Some((Placed::Stored(r), Stored { word, installed: 0 }));
                     }

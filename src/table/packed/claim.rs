@@ -135,7 +135,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 if generation::holds(fw, fp) {
                     // Inserted meanwhile (claims of this key are serialized by this
                     // lock, or were an empty-slot claim that finished before).
-                    return self.update(i, fp, w, now, rate, denial_converts, f).map(
+                    return self.update(i, fp, w, now, (rate, denial_converts), f).map(
                         |(r, word)| {
                             *stored = Stored { word, installed: 0 };
                             Placed::Stored(r)

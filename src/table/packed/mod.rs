@@ -403,8 +403,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         fp: u64,
         mut word: u128,
         now: u64,
-        rate: Option<Gcra>,
-        denial_converts: bool,
+        (rate, denial_converts): (Option<Gcra>, bool),
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<(R, u64)> {
         loop {
