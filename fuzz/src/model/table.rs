@@ -129,8 +129,22 @@ impl Table {
             .collect();
         let mut legal = Vec::new();
         for reading in 0..2 {
-            // used as a fraction num/den, then the idle stamp.
+            // used as a fraction num/den, then the idle stamp; README: "an entry holding
+            // a reservation for a later window or time ranks above every entry that
+            // holds none" (windows and log: a booked entry after `t`).
             let key = |l: &Lim| -> (u128, u128, u128) {
+                let ahead = match &l.s {
+                    State::Entries(e) => e.v.iter().any(|x| {
+                        x.future
+                            && match p.algo {
+                                Algo::Log => x.ts > t,
+                                _ => x.ts / p.period > t / p.period,
+                            }
+                    }),
+                    State::Gcra(_) => false,
+                };
+                // An entry ahead ranks above any count a window or a log can hold.
+                let lift = if ahead { 1u128 << 100 } else { 0 };
                 let (num, den) = match &l.s {
                     State::Gcra(g) => {
                         let (d, w) = g.used(t);
@@ -142,7 +156,7 @@ impl Table {
                     }
                     State::Entries(e) => {
                         let (curr, all) = e.used(t, &p);
-                        (if reading == 0 { curr } else { all }, 1)
+                        (lift + if reading == 0 { curr } else { all }, 1)
                     }
                 };
                 (num, den, l.idle_at(&p))
