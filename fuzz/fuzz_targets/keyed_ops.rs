@@ -370,7 +370,9 @@ impl<'l> Run<'l> {
                 &self.trace,
             );
         }
-        let (got, fate, own, _) = if wall_first {
+        // README: "Leaky buckets are booked after every other limit": a leaky key
+        // behind the spent wall (a token bucket) is only peeked, whatever the order.
+        let (got, fate, own, _) = if wall_first || self.algo == Algo::Leaky {
             (run(self), Fate::Normal, false, None)
         } else {
             self.keyed(key, run)
