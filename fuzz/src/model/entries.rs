@@ -219,7 +219,7 @@ impl Entries {
     /// log's entries in the period": (the current window's count, every counted request).
     pub fn used(&self, t: u128, p: &Params) -> (u128, u128) {
         let k = t / p.period;
-        let all = self
+        let all: u128 = self
             .v
             .iter()
             .filter(|e| match p.algo {
@@ -229,6 +229,12 @@ impl Entries {
             })
             .map(|e| u128::from(e.n))
             .sum();
+        // The log holds its last `limit` admissions: no more of them can count in any
+        // window of the period (README: "at most `limit` admitted in every interval").
+        let all = match p.algo {
+            Algo::Log => all.min(u128::from(p.limit)),
+            _ => all,
+        };
         let curr = match p.algo {
             Algo::Log => all,
             _ => {
