@@ -155,7 +155,9 @@ impl Table {
                         }
                     }
                     State::Entries(e) => {
-                        let (curr, all) = e.used(t, &p);
+                        // A log's ring holds the largest tier's limit of entries.
+                        let ring = self.tiers.iter().map(|q| q.limit).max().unwrap_or(p.limit);
+                        let (curr, all) = e.used(t, &Params { limit: ring, ..p });
                         (lift + if reading == 0 { curr } else { all }, 1)
                     }
                 };
