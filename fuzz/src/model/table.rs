@@ -167,6 +167,16 @@ impl Table {
                 .iter()
                 .map(|(_, l)| key(l))
                 .min_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)).then(a.2.cmp(&b.2)));
+            // README: "among those, the order is the algorithm's own": when every
+            // candidate holds a reservation ahead, any of them may go.
+            if best.is_some_and(|b| b.0 >= 1u128 << 100 && b.1 == 1) {
+                for (k, _) in &cands {
+                    if !legal.contains(k) {
+                        legal.push(*k);
+                    }
+                }
+                continue;
+            }
             if let Some(b) = best {
                 for (k, l) in &cands {
                     let c = key(l);
