@@ -12,6 +12,15 @@ local function fixed_window(key, now, cost, grace, a1, a2)
     sk, sc = 0, 0
   end
   local current = idiv(now, p)
+  if sk > current and cost == 0 then
+    -- A zero-cost peek before the state's later window: nothing remains now (nothing
+    -- is admitted before that window starts), as the local engine decides.
+    local reset = 0
+    if sc > 0 then
+      reset = sk * p + p - now
+    end
+    return {1, 0, reset, 0, 0}, nil
+  end
   if sk > current and cost > 0 then
     -- The state has moved to a later window (a reading newer than this one): this
     -- window's count is gone, so nothing is admitted before the later one starts (as

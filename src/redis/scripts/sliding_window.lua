@@ -85,14 +85,19 @@ local function sliding_window(key, now, cost, grace, a1, a2)
     return w + lag
   end
 
+  if lag > 0 then
+    -- The state has moved to a later window (a reading newer than this one): nothing
+    -- is admitted before it starts, so nothing remains now; a request waits for the
+    -- window and then for its fit there; a zero-cost peek asks for nothing (as the
+    -- local engine decides). The denied request counts in nothing.
+    if cost == 0 then
+      return {1, 0, wait(curr, limit), 0, 0}, nil
+    end
+    return {0, 0, wait(curr, limit), lag + wait_from_view(curr, cost), 0}, nil
+  end
   -- A zero-cost peek asks for nothing: always allowed.
   if cost == 0 or fits(curr, cost) then
     local after = curr + cost
-    if cost > 0 and lag > 0 then
-      -- The state has moved to a later window (a reading newer than this one):
-      -- nothing is admitted before it starts (as the local engine decides).
-      return {0, 0, wait(after, limit), lag, 0}, nil
-    end
     local write = nil
     if cost > 0 then
       write = function()
