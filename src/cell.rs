@@ -282,22 +282,6 @@ impl LogCell {
 
     /// Gives `booking` back while no later booking depends on it.
     pub(crate) fn refund(&self, params: &SlidingLog, booking: &Booking, now: u64) {
-        if let Booking::Log {
-            at,
-            cost,
-            prior,
-            writes,
-            future,
-        } = booking
-        {
-            params.refund(
-                &mut lock(&self.ring),
-                *at,
-                *cost,
-                prior,
-                (*writes, *future),
-                now,
-            );
-        }
+        params.refund(&mut lock(&self.ring), booking, now);
     }
 }

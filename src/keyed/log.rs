@@ -90,16 +90,9 @@ impl Store for LogTable {
 
     fn refund(&self, h: u64, booking: &Booking, origin: Origin, now: u64, _always: bool) {
         let params = self.tiers().get(0);
-        if let Booking::Log {
-            at,
-            cost,
-            prior,
-            writes,
-            future,
-        } = booking
-        {
+        if let Booking::Log { .. } = booking {
             LogTable::refund(self, h, origin, now, |ring, t| {
-                params.refund(ring, *at, *cost, prior, (*writes, *future), t);
+                params.refund(ring, booking, t);
             });
         }
     }

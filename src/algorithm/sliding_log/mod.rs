@@ -285,16 +285,23 @@ impl SlidingLog {
     /// lengthens the period may see the older of them). A booking for a later time
     /// (`future`) that others were written after gives nothing back: what they
     /// overwrote is not known to it.
-    #[allow(clippy::too_many_arguments)]
+    /// Anything but a log booking gives nothing back.
     pub(crate) fn refund<S: Stamps>(
         &self,
         ring: &mut Ring<S>,
-        at: u64,
-        cost: u32,
-        prior: &Overwritten,
-        (writes, future): (u32, bool),
+        booking: &Booking,
         now: u64,
     ) -> bool {
+        let Booking::Log {
+            at,
+            cost,
+            ref prior,
+            writes,
+            future,
+        } = *booking
+        else {
+            return false;
+        };
         // The whole ring, not only the newest `limit` entries `set_quota` may have
         // narrowed the window to: the booking overwrote its oldest slots.
         let len = ring.len();
