@@ -201,10 +201,13 @@ impl<'a> Reservation<'a> {
     /// leaky bucket's spaced slots, and for the windows and the log, everything while
     /// nothing later was booked into a later slot, window or entry, else nothing; a
     /// log booking for a later time gives nothing back once anything was logged after
-    /// it, even at the same time).
-    /// Never more than was booked; nothing after a reset of the key, or after a
-    /// bucket's state was converted to another rate (`set_quota`, a request of
-    /// another tier): the booking was converted with the rest.
+    /// it, even at the same time, and a window booking for a window later than its
+    /// reading's once anything was booked after it into that window: such bookings
+    /// cancelled last first give everything back).
+    /// Never more than was booked; nothing after a reset of the key, or while a
+    /// bucket's state is converted to another rate (`set_quota`, a request of another
+    /// tier): the booking was converted with the rest (converted back to its rate, it
+    /// is measured against the state as any booking, never for more than it booked).
     ///
     /// # Example
     ///

@@ -189,7 +189,7 @@ impl<'l> Run<'l> {
         );
         if !unknown {
             let slots = self.m.slots();
-            promise(active >= slots, table::ROOM, format_args!("key {key} was {fate:?} while {active} of {slots} slots (max_keys {}) held active keys", self.m.max_keys), &self.trace);
+            promise(active >= slots, table::ROOM, format_args!("key {key} was {fate:?} while {active} of {slots} slots (max_keys {}) held active keys (the model's keys: {:?})", self.m.max_keys, self.m.keys), &self.trace);
         }
         if *fate != Fate::Evicted {
             return false;

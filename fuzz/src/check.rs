@@ -50,7 +50,13 @@ impl Trace {
     }
 
     pub fn dump(&self) -> String {
-        let from = self.lines.len().saturating_sub(24).max(1);
+        // FUZZ_DUMP_ALL=1 prints every operation (a long input's whole story).
+        let keep = if std::env::var_os("FUZZ_DUMP_ALL").is_some() {
+            usize::MAX
+        } else {
+            24
+        };
+        let from = self.lines.len().saturating_sub(keep).max(1);
         let mut s = String::new();
         if let Some(first) = self.lines.first() {
             s.push_str("  ");

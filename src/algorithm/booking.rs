@@ -29,11 +29,9 @@ pub(crate) enum Booking {
         index: u64,
         /// The cost counted in it.
         cost: u32,
-        /// When the booking moved the state into a later window than its own (a
-        /// reservation that did not fit), the state before it: while the booked window
-        /// counts nothing but the booking, giving it back restores that state, so the
-        /// key is not held until a window that holds nothing.
-        moved_from: Option<u64>,
+        /// For a booking into a window later than its reading's, the state words
+        /// around it (see [`Later`]); `None` for one counted in the reading's window.
+        later: Option<Later>,
     },
     /// The sliding log: the timestamp logged `cost` times.
     Log {
@@ -49,6 +47,40 @@ pub(crate) enum Booking {
         /// Whether it was booked for a time after its reading.
         future: bool,
     },
+}
+
+/// A window booking into a window later than its reading's (a reservation that did
+/// not fit before): the state word right before it and right after it.
+///
+/// Such a booking is given back last first, as the sliding log's bookings for a later
+/// time are: while the state is still exactly `after` (nothing booked behind it, or
+/// everything booked behind it given back), a cancel restores `before`, which puts the
+/// key back in the window it was moved from with every count it had there; once
+/// anything was booked behind it, nothing (the state may have left `before`'s window,
+/// and only the last booking knows where it came from). So cancels in reverse order of
+/// booking give everything back, and a key is never held until a window that counts
+/// nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Later {
+    /// The state word before the booking.
+    pub(crate) before: u64,
+    /// The state word the booking stored.
+    pub(crate) after: u64,
+}
+
+impl Later {
+    /// The later-window booking of a reservation that read `now`, into a window
+    /// starting at `start`, taking `before` to `after`; `None` for the reading's window.
+    #[inline]
+    pub(crate) fn of(start: u64, now: u64, before: u64, after: u64) -> Option<Later> {
+        (start > now).then_some(Later { before, after })
+    }
+
+    /// The state a cancel leaves: `before` while the state is still the booking's own.
+    #[inline]
+    pub(crate) fn refund(&self, state: u64) -> Option<u64> {
+        (state == self.after).then_some(self.before)
+    }
 }
 
 /// The entries a sliding-log booking overwrote, oldest first, as a refund writes them

@@ -194,11 +194,10 @@ impl FixedWindow {
         let at = now + wait;
         let next = (k << self.shift) | u64::from(count);
         let decision = self.decide(k, u64::from(count), at, 0);
-        let moved_from = (k > stored.max(current)).then_some(state);
         let booking = Booking::Window {
             index: k,
             cost,
-            moved_from,
+            later: booking::Later::of(start, now, state, next),
         };
         booking::stored(next, wait, decision, booking)
     }
@@ -206,24 +205,24 @@ impl FixedWindow {
     /// Gives back a booking of `cost` in window `index` while the state still counts
     /// that window (later bookings in the same window do not depend on it; a later
     /// window means the count was superseded, and nothing is given back). A booking
-    /// that moved the state into a later window (`moved_from`), when that window still
-    /// counts it alone, restores the state it moved from: nothing was admitted in
+    /// into a window later than its reading's (`later`) is given back last first and
+    /// restores the state before it (see [`booking::Later`]): nothing was admitted in
     /// between (every request queued behind it), so that is the state without it.
     pub(crate) fn refund(
         &self,
         state: u64,
         index: u64,
         cost: u32,
-        moved_from: Option<u64>,
+        later: Option<booking::Later>,
     ) -> Option<u64> {
+        if let Some(later) = later {
+            return later.refund(state);
+        }
         let (stored, count) = self.unpack(state);
         if stored != index || count < cost {
             return None;
         }
-        match moved_from {
-            Some(before) if count == cost => Some(before),
-            _ => Some((index << self.shift) | u64::from(count - cost)),
-        }
+        Some((index << self.shift) | u64::from(count - cost))
     }
 
     /// What an admission of `cost` that left `state` booked.
@@ -231,7 +230,7 @@ impl FixedWindow {
         Booking::Window {
             index: state >> self.shift,
             cost,
-            moved_from: None,
+            later: None,
         }
     }
 

@@ -244,14 +244,17 @@ impl Gcra {
     ///
     /// A **cancel** gives back what no later booking depends on (Go x/time/rate's
     /// `CancelAt` rule in GCRA terms, `tokens − (lastEvent − timeToAct)·rate`): the
-    /// booking's `weight`, less how far the last booking acts after this one's `due`
-    /// time. A booking acts at `TAT − τ` when it had to wait (the last one made sets
-    /// `TAT`), and at its own reading otherwise, which is before this one's `due` (a
-    /// cancel comes before it is due): so the later bookings depend on
-    /// `max(TAT − τ − due, 0)`, with `τ` of the quota the booking was made under (the
-    /// booking records `due + τ` as `acts`, as a keyed table refunds with tier 0's
-    /// parameters). A request admitted at once within the burst depends on nothing, and
-    /// a booking left last by earlier cancels gives all of itself back.
+    /// booking's `weight`, less how far what is still booked reaches past this one's
+    /// `due` time. Bookings still standing end at `TAT − τ` (a booking that waited acts
+    /// there; one admitted at once acts at its reading, before this one's `due`, as a
+    /// cancel comes before it is due): so they depend on `max(TAT − τ − due, 0)`, with
+    /// `τ` of the quota the booking was made under (the booking records `due + τ` as
+    /// `acts`, as a keyed table refunds with tier 0's parameters). x/time/rate measures
+    /// from `lastEvent`, the last booking's time, which a cancel out of order does not
+    /// move back; `TAT` does, so after such cancels this gives back more than
+    /// x/time/rate (what the cancelled bookings no longer hold), never more than
+    /// `weight`. A request admitted at once within the burst depends on nothing, and a
+    /// booking left last by earlier cancels gives all of itself back.
     ///
     /// A **roll-back** (the request never proceeded: a multi-limit check denied by
     /// another limit, a middleware whose other policy denied) gives back the part of

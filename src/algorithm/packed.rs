@@ -263,11 +263,9 @@ impl PackedAlgorithm for FixedWindow {
     #[inline]
     fn refund(&self, state: u64, booking: &Booking, _now: u64, _roll_back: bool) -> Option<u64> {
         match *booking {
-            Booking::Window {
-                index,
-                cost,
-                moved_from,
-            } => FixedWindow::refund(self, state, index, cost, moved_from),
+            Booking::Window { index, cost, later } => {
+                FixedWindow::refund(self, state, index, cost, later)
+            }
             _ => None,
         }
     }
@@ -317,11 +315,9 @@ impl PackedAlgorithm for SlidingWindow {
     #[inline]
     fn refund(&self, state: u64, booking: &Booking, _now: u64, _roll_back: bool) -> Option<u64> {
         match *booking {
-            Booking::Window {
-                index,
-                cost,
-                moved_from,
-            } => SlidingWindow::refund(self, state, index, cost, moved_from),
+            Booking::Window { index, cost, later } => {
+                SlidingWindow::refund(self, state, index, cost, later)
+            }
             _ => None,
         }
     }

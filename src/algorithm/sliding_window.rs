@@ -297,34 +297,32 @@ impl SlidingWindow {
         };
         let next = (k << (2 * self.shift)) | (prev << self.shift) | curr;
         let decision = self.decide(&self.at(k, at, prev, curr), at, 0);
-        // Booked into a window later than the reading's: the state it moved from.
-        let moved_from = (k * self.period > now).then_some(state);
         let booking = Booking::Window {
             index: k,
             cost,
-            moved_from,
+            later: booking::Later::of(k * self.period, now, state, next),
         };
         booking::stored(next, wait, decision, booking)
     }
 
     /// Gives back a booking of `cost` in window `index` while the state's current
-    /// window is still that one (see the fixed window's rule, `moved_from` included).
+    /// window is still that one (see the fixed window's rule, `later` included).
     pub(crate) fn refund(
         &self,
         state: u64,
         index: u64,
         cost: u32,
-        moved_from: Option<u64>,
+        later: Option<booking::Later>,
     ) -> Option<u64> {
+        if let Some(later) = later {
+            return later.refund(state);
+        }
         let stored = state >> (2 * self.shift);
         let curr = state & ((1u64 << self.shift) - 1);
         if stored != index || curr < u64::from(cost) {
             return None;
         }
-        match moved_from {
-            Some(before) if curr == u64::from(cost) => Some(before),
-            _ => Some(state - u64::from(cost)),
-        }
+        Some(state - u64::from(cost))
     }
 
     /// What an admission of `cost` that left `state` booked.
@@ -332,7 +330,7 @@ impl SlidingWindow {
         Booking::Window {
             index: state >> (2 * self.shift),
             cost,
-            moved_from: None,
+            later: None,
         }
     }
 

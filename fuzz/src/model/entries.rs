@@ -21,6 +21,8 @@ pub struct Entry {
     pub id: u64,
     /// Booked for a time after its reading.
     pub future: bool,
+    /// Booked into a window after its reading's (the windows).
+    pub window_ahead: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -164,6 +166,7 @@ impl Entries {
                 n,
                 id: 0,
                 future: false,
+                window_ahead: false,
             });
         }
         Expect {
@@ -194,20 +197,26 @@ impl Entries {
             n,
             id,
             future: at > t,
+            window_ahead: at / p.period > t / p.period,
         });
     }
 
     /// README: "for the windows and the log, everything while nothing later was booked
     /// into a later ... window or entry, else nothing" (the log: "a booking for a later
-    /// time gives nothing back once anything was logged after it").
+    /// time gives nothing back once anything was logged after it"; a window booking for a
+    /// window later than its reading's: "once anything was booked after it into its
+    /// window").
     pub fn cancel(&mut self, b: &Booking, p: &Params) {
         let Some(i) = self.v.iter().position(|e| e.id == b.id) else {
             return;
         };
-        let (mine, future) = (self.v[i].ts, self.v[i].future);
+        let (mine, future, ahead) = (self.v[i].ts, self.v[i].future, self.v[i].window_ahead);
         let later = |e: &Entry| match p.algo {
             Algo::Log => e.ts > mine || (future && e.ts == mine && e.id > b.id),
-            _ => e.ts / p.period > mine / p.period,
+            _ => {
+                e.ts / p.period > mine / p.period
+                    || (ahead && e.ts / p.period == mine / p.period && e.id > b.id)
+            }
         };
         if self.v.iter().any(|e| e.id != b.id && later(e)) {
             return;

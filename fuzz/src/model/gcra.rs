@@ -13,8 +13,6 @@ pub struct Gcra {
     pub tat: u128,
     /// The emission interval that wrote `tat` (0: never written).
     pub wt: u128,
-    /// x/time/rate's `lastEvent`: the latest admission's or booking's due time.
-    pub last_event: Option<u128>,
     /// The leaky bucket's admissions still holding their slots, in order (ids).
     pub slots: Vec<u64>,
     /// A conversion took the debt past the horizon (README: "a debt reaching past the
@@ -40,8 +38,10 @@ impl Gcra {
     }
 
     /// Stores the conversion; true when a debt was converted to another rate (bookings
-    /// made before it then give nothing back: README "after a `set_quota` or tier change
-    /// that converted a bucket's state to another rate, nothing either").
+    /// counted at another rate give nothing back while the state is at this one: README
+    /// "after a `set_quota` or tier change that converted a bucket's state to another
+    /// rate, nothing either"; converted back, a booking measures as any other against
+    /// the state, rounded up at each conversion).
     pub fn convert(&mut self, t: u128, p: &Params) -> bool {
         let tn = p.t();
         if self.wt == tn {
@@ -51,10 +51,6 @@ impl Gcra {
         self.tat = self.effective(t, p);
         self.was_past_horizon |= self.tat >= super::HORIZON;
         self.wt = tn;
-        if converted {
-            self.last_event = None;
-            self.slots.clear();
-        }
         converted
     }
 
@@ -98,10 +94,9 @@ impl Gcra {
     }
 
     /// Takes `n` at `t` (already converted to `p`), due at `due`.
-    pub fn take(&mut self, t: u128, due: u128, n: u32, p: &Params, id: u64) {
+    pub fn take(&mut self, t: u128, _due: u128, n: u32, p: &Params, id: u64) {
         self.tat = self.tat.max(t) + u128::from(n) * p.t();
         self.wt = p.t();
-        self.last_event = Some(due);
         if p.algo == Algo::Leaky {
             self.slots.push(id);
         }
@@ -115,31 +110,24 @@ impl Gcra {
         let weight = u128::from(b.n) * b.rate;
         if p.algo == Algo::Leaky {
             // README: "for the leaky bucket's spaced slots ... everything while nothing
-            // later was booked into a later slot ..., else nothing".
-            if self.slots.last() == Some(&b.id) {
+            // later was booked into a later slot ..., else nothing"; converted back to its
+            // rate, "a leaky bucket's slot only to the very state it left".
+            if self.slots.last() == Some(&b.id) && self.tat == b.tat {
                 self.slots.pop();
                 self.tat = self.tat.saturating_sub(weight).max(t);
             }
             return;
         }
-        // x/time/rate CancelAt: restore = tokens − tokensFromDuration(lastEvent −
-        // timeToAct); tokens = min(burst, advance(t) + restore); if timeToAct ==
-        // lastEvent { prevEvent = timeToAct − durationFromTokens(tokens); if
-        // !prevEvent.Before(t) { lastEvent = prevEvent } }.
-        let last = self.last_event.unwrap_or(b.due).max(b.due);
-        let depends = last - b.due;
+        // README: "for the token bucket, its tokens less how far what is still booked
+        // reaches past its own time: the state's `TAT − τ` (with the `τ` it was booked
+        // under) against its due time" (x/time/rate measures from `lastEvent`, which
+        // cancels out of order do not move back).
+        let depends = self.tat.saturating_sub(b.due + b.tau);
         if weight <= depends {
             return;
         }
         let restore = weight - depends;
         self.tat = self.tat.max(t).saturating_sub(restore).max(t);
-        if b.due == last {
-            if let Some(prev) = b.due.checked_sub(weight) {
-                if prev >= t {
-                    self.last_event = Some(prev);
-                }
-            }
-        }
     }
 
     /// What the entry has used, in requests of the rate that wrote it: `debt / T` as a

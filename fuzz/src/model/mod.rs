@@ -111,6 +111,11 @@ pub struct Booking {
     /// The state generation it was booked on (a reset, an eviction or a bucket's
     /// conversion to another rate starts a new one).
     pub epoch: u64,
+    /// The burst's span `burst·T` of the quota it was booked under (buckets).
+    pub tau: u128,
+    /// The bucket's `TAT` right after it (the leaky bucket's slot is given back only
+    /// to that state).
+    pub tat: u128,
     /// The emission interval it was counted at (buckets).
     pub rate: u128,
 }
@@ -128,6 +133,15 @@ pub enum Reserved {
 pub enum State {
     Gcra(gcra::Gcra),
     Entries(entries::Entries),
+}
+
+/// A generation no state had before (a fresh state, a reset, a conversion): unique over
+/// the process, so that a booking from before a reset never matches a state converted
+/// since (a per-state `+ 1` collided with the next fresh state's number).
+pub fn new_epoch() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// One limiter (or one key of a keyed table): state plus the bookkeeping for refunds.
@@ -148,7 +162,7 @@ impl Lim {
             } else {
                 State::Entries(entries::Entries::default())
             },
-            epoch: 0,
+            epoch: new_epoch(),
             next_id: 1,
         }
     }
@@ -167,12 +181,13 @@ impl Lim {
     }
 
     /// Stores a bucket's conversion to `p`'s rate at `t` (a no-op for the windows and
-    /// for a state already at that rate); a conversion starts a new generation.
+    /// for a state already at that rate). Bookings counted at another rate give nothing
+    /// back while the state is at this one (`Gcra::cancel` compares the rates; README:
+    /// "after a `set_quota` or tier change that converted a bucket's state to another
+    /// rate, nothing either (... each booking records the rate it was counted at)").
     pub fn convert(&mut self, t: u128, p: &Params) {
         if let State::Gcra(g) = &mut self.s {
-            if g.convert(t, p) {
-                self.epoch += 1;
-            }
+            g.convert(t, p);
         }
     }
 
@@ -218,11 +233,17 @@ impl Lim {
             State::Gcra(g) => g.take(t, at, n, p, id),
             State::Entries(e) => e.take(t, at, n, p, id),
         }
+        let tat = match &self.s {
+            State::Gcra(g) => g.tat,
+            State::Entries(_) => 0,
+        };
         let booking = Booking {
             id,
             n,
+            tat,
             due: at,
             epoch: self.epoch,
+            tau: u128::from(p.burst) * p.t(),
             rate: p.t(),
         };
         Reserved::Ok { wait, booking }

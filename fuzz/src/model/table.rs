@@ -37,7 +37,6 @@ pub struct Table {
     pub max_keys: usize,
     pub full: Full,
     pub keys: BTreeMap<u64, Known>,
-    epochs: u64,
 }
 
 impl Table {
@@ -48,7 +47,6 @@ impl Table {
             max_keys,
             full,
             keys: BTreeMap::new(),
-            epochs: 1 << 32,
         }
     }
 
@@ -65,10 +63,7 @@ impl Table {
 
     /// A fresh state for `key`, in a generation no booking was made on.
     pub fn fresh(&mut self) -> Lim {
-        self.epochs += 1;
-        let mut l = Lim::new(self.algo);
-        l.epoch = self.epochs;
-        l
+        Lim::new(self.algo)
     }
 
     /// Keys whose state still says something at `t` (unknown keys count as active).

@@ -309,9 +309,14 @@ impl SlidingLog {
             return false;
         }
         let last = ring.writes == writes;
-        if !last && (future || !stays_in_order(ring, cost, prior)) {
-            return false;
-        }
+        let bound = match (last, future) {
+            (true, _) => None,
+            (false, true) => return false,
+            (false, false) => match self.write_back_bound(ring, cost, prior, now) {
+                Ok(bound) => bound,
+                Err(()) => return false,
+            },
+        };
         // cost <= len: one wrap back.
         ring.head = ring.wrap(len - cost) as u32;
         for i in 0..cost {
@@ -325,6 +330,10 @@ impl SlidingLog {
                     }
                 }
                 Overwritten::Each(v) => v[i as usize],
+            };
+            let was = match bound {
+                Some(b) if newer(was, b) => b,
+                _ => was,
             };
             ring.ts.set(idx, was);
         }
@@ -464,24 +473,46 @@ fn overwritten<S: Stamps>(ring: &Ring<S>, cost: u32) -> Overwritten {
     Overwritten::Uniform { empties, time }
 }
 
-/// Whether `prior`, written back as the `cost` oldest entries once the ring has stepped
-/// back over `cost` entries, stays no newer than the entry after it (the ring's entries
-/// stay in admission order, never-used ones first).
-fn stays_in_order<S: Stamps>(ring: &Ring<S>, cost: u32, prior: &Overwritten) -> bool {
-    let len = ring.len();
-    if cost == len {
-        return true;
-    }
-    // After the step back, the entry after the written-back ones is today's `cost`-th
-    // oldest... of the ring before the step: the oldest entry not overwritten.
-    let next = ring.entry(0);
-    let newest_prior = match prior {
-        Overwritten::Uniform { time, .. } => *time,
-        Overwritten::Each(v) => v[v.len() - 1],
-    };
-    match (newest_prior, next) {
-        (EMPTY, _) => true,
-        (_, EMPTY) => false,
-        (p, n) => p <= n,
+/// Whether entry time `a` is newer than `b` in the ring's order (never-used entries,
+/// [`EMPTY`], come first).
+fn newer(a: u64, b: u64) -> bool {
+    a != EMPTY && (b == EMPTY || a > b)
+}
+
+impl SlidingLog {
+    /// How `prior`, written back as the `cost` oldest entries once the ring has stepped
+    /// back over `cost` entries, keeps the ring in admission order (never-used entries
+    /// first): `Ok(None)` when it stays no newer than the entry after it; `Ok(Some(n))`
+    /// when it is newer than that entry `n` but every entry of it has left the window at
+    /// `now` (it was overwritten by requests admitted at once, after other bookings of
+    /// that instant were given back out of order), so the written-back entries newer
+    /// than `n` are written as `n`, itself out of the window: every decision under the
+    /// period in force is the same, and the ring stays in order; `Err` otherwise
+    /// (nothing is given back).
+    fn write_back_bound<S: Stamps>(
+        &self,
+        ring: &Ring<S>,
+        cost: u32,
+        prior: &Overwritten,
+        now: u64,
+    ) -> Result<Option<u64>, ()> {
+        let len = ring.len();
+        if cost == len {
+            return Ok(None);
+        }
+        // After the step back, the entry after the written-back ones is today's oldest
+        // entry of the ring before the step: the oldest one not overwritten.
+        let next = ring.entry(0);
+        let newest_prior = match prior {
+            Overwritten::Uniform { time, .. } => *time,
+            Overwritten::Each(v) => v[v.len() - 1],
+        };
+        if !newer(newest_prior, next) {
+            Ok(None)
+        } else if self.expired(newest_prior, now) {
+            Ok(Some(next))
+        } else {
+            Err(())
+        }
     }
 }
