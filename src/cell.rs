@@ -7,7 +7,7 @@
 //! `table::rates`), the parameter seqlock's version in `sync`, and the manual clock's
 //! reading in `clock`.
 
-use crate::algorithm::booking::{Booking, Reserved};
+use crate::algorithm::booking::{Book, Booking, Reserved};
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::sliding_log::{Ring, SlidingLog};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
@@ -182,17 +182,17 @@ impl PackedCell {
         }
     }
 
-    /// Books `cost` at `now` within `max_wait`, in one compare-and-swap; `None` as
-    /// [`decide`](Self::decide).
+    /// Books `cost` at `now` as `how` says (within a wait, a charge, a give-back), in
+    /// one compare-and-swap; `None` as [`decide`](Self::decide).
     pub(crate) fn reserve<A: PackedAlgorithm>(
         &self,
         params: &A,
         now: u64,
         cost: u32,
-        max_wait: u64,
+        how: Book,
         stale: impl Stale,
     ) -> Option<Reserved> {
-        self.update_while(&stale, |state| params.reserve(state, now, cost, max_wait))
+        self.update_while(&stale, |state| params.book(state, now, cost, how))
     }
 
     /// Gives `booking` back at `now` (see `PackedAlgorithm::refund`: a cancel, or a
@@ -269,15 +269,9 @@ impl LogCell {
         params.step_booked(&mut lock(&self.ring), now, cost)
     }
 
-    /// Books `cost` entries at `now` within `max_wait`.
-    pub(crate) fn reserve(
-        &self,
-        params: &SlidingLog,
-        now: u64,
-        cost: u32,
-        max_wait: u64,
-    ) -> Reserved {
-        params.reserve(&mut lock(&self.ring), now, cost, max_wait)
+    /// Books `cost` entries at `now` as `how` says.
+    pub(crate) fn reserve(&self, params: &SlidingLog, now: u64, cost: u32, how: Book) -> Reserved {
+        params.book(&mut lock(&self.ring), now, cost, how)
     }
 
     /// Gives `booking` back while no later booking depends on it.

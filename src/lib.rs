@@ -75,6 +75,7 @@ docs.rs)."#
 
 mod algorithm;
 mod cell;
+mod charge;
 mod clock;
 mod decision;
 mod error;
@@ -95,6 +96,7 @@ mod table;
 mod wait;
 
 pub use algorithm::Algorithm;
+pub use charge::Charge;
 pub use clock::SystemClock;
 pub use clock::{Clock, CoarseClock, CoarseClockError, ManualClock, QuantaClock};
 pub use decision::Decision;

@@ -29,6 +29,10 @@ pub(crate) enum Origin {
         /// state converted to another interval since gives nothing back (as a keyed
         /// slot's rate class).
         interval: u64,
+        /// The stamp of the parameters the booking was made with (a bucket's; 0 for
+        /// the others): a state converted by a `set_quota` published after them gives
+        /// nothing back, even once converted back to the booking's interval.
+        stamp: u64,
     },
     /// A packed keyed table's entry: the generation in its slot's key word, and the
     /// shard's epoch read before the booking (see `keyed::table`'s protocol).
@@ -204,10 +208,10 @@ impl<'a> Reservation<'a> {
     /// it, even at the same time, and a window booking for a window later than its
     /// reading's once anything was booked after it into that window: such bookings
     /// cancelled last first give everything back).
-    /// Never more than was booked; nothing after a reset of the key, or while a
-    /// bucket's state is converted to another rate (`set_quota`, a request of another
-    /// tier): the booking was converted with the rest (converted back to its rate, it
-    /// is measured against the state as any booking, never for more than it booked).
+    /// Never more than was booked; nothing after a reset of the key, or after a
+    /// bucket's state was converted to another rate (`set_quota`, a request of
+    /// another tier), even once converted back: the booking was converted with the
+    /// rest.
     ///
     /// # Example
     ///

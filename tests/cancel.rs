@@ -365,3 +365,46 @@ fn a_log_cancel_out_of_order_gives_back_over_entries_long_out_of_the_window() {
     assert!(!l.check().is_allowed());
     drop((first, fifth));
 }
+
+/// Issue 27 (found by the keyed fuzz target's hour run): a bucket's booking gives
+/// nothing back once its state was converted to another rate, even converted back
+/// (README: "even once converted back"). Converted to a faster rate, the debt is paid
+/// off there; converted back, the key takes a full burst; before the fix the cancel then
+/// gave the reservation's share back on top: 15 admitted where the burst is 10.
+#[test]
+fn a_booking_gives_nothing_back_after_its_state_was_converted_there_and_back() {
+    // One limiter: `set_quota` to a faster rate and back.
+    let clock = ManualClock::new();
+    let l = limiter(Algorithm::TokenBucket, Quota::per_second(10), &clock);
+    assert!(l.check_n(10).unwrap().is_allowed());
+    let r = l.reserve(5, Duration::from_secs(10)).unwrap();
+    assert_eq!(r.wait_time(), Duration::from_millis(500));
+    l.set_quota(Quota::per_second(1_000_000).with_burst(10))
+        .unwrap();
+    clock.advance(Duration::from_millis(1)); // the debt paid at the faster rate
+    l.set_quota(Quota::per_second(10)).unwrap();
+    assert!(l.check_n(10).unwrap().is_allowed());
+    r.cancel();
+    assert!(
+        !l.check().is_allowed(),
+        "a cancel gave back after the conversion"
+    );
+
+    // A keyed table: a request of another tier and then of its own.
+    let clock = ManualClock::new();
+    let k = KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, Quota::per_second(10))
+        .tiers([Quota::per_second(1_000_000).with_burst(10)])
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert!(k.check_n(&1, 10).unwrap().is_allowed());
+    let r = k.reserve(&1, 5, Duration::from_secs(10)).unwrap();
+    assert!(!k.tier(1).unwrap().check_n(&1, 10).unwrap().is_allowed()); // converts
+    clock.advance(Duration::from_millis(1));
+    assert!(k.check_n(&1, 10).unwrap().is_allowed()); // converted back, whole again
+    r.cancel();
+    assert!(
+        !k.check(&1).is_allowed(),
+        "a keyed cancel gave back after the conversion"
+    );
+}

@@ -109,6 +109,54 @@ pub(crate) struct Booked {
     pub(crate) decision: Decision,
     /// What a cancel gives back.
     pub(crate) booking: Booking,
+    /// What a charge or a give-back counted (all zero for a reservation).
+    pub(crate) counted: Counted,
+}
+
+/// How a state is booked: a reservation that waits at most `Wait` ns, a charge that
+/// takes its cost whatever is left and lets the key owe at most `Charge` requests past
+/// its quota (see `algorithm::charge`), or a give-back of the cost to the key's state,
+/// never below an empty state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Book {
+    /// A reservation, and the longest wait (ns, at most [`MAX_WAIT_NS`]).
+    Wait(u64),
+    /// A charge, and the most the key may owe after it (requests).
+    Charge(u32),
+    /// A give-back.
+    GiveBack,
+}
+
+impl Book {
+    /// The cost a store checks against the burst when its parameters went stale:
+    /// a charge or a give-back fits any quota.
+    #[inline]
+    pub(crate) fn checked_cost(self, n: u32) -> u32 {
+        match self {
+            Book::Wait(_) => n,
+            Book::Charge(_) | Book::GiveBack => 0,
+        }
+    }
+
+    /// Whether a missing key is inserted for it (a give-back to a key the table does
+    /// not hold gives nothing).
+    #[inline]
+    pub(crate) fn inserts(self) -> bool {
+        !matches!(self, Book::GiveBack)
+    }
+}
+
+/// What a charge or a give-back counted, in requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counted {
+    /// A charge: the requests taken (the cost less `dropped`).
+    pub(crate) taken: u32,
+    /// A charge: how far past the quota the key is after it (0 when it fit).
+    pub(crate) owed: u32,
+    /// A charge: the requests not counted, as the key reached the most it may owe.
+    pub(crate) dropped: u32,
+    /// A give-back: the requests given back.
+    pub(crate) given: u32,
 }
 
 /// A booking refused for its wait: the wait (ns from the reading), and the longest
@@ -150,6 +198,7 @@ pub(crate) fn stored(
         wait,
         decision,
         booking,
+        counted: Counted::default(),
     };
     (Some(next), Ok(booked))
 }

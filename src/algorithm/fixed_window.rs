@@ -1,7 +1,7 @@
 //! Fixed window: at most `limit` per window `[k·P, (k+1)·P)`, windows aligned to the
 //! clock's zero.
 
-use super::booking::{self, Booking, Reserved};
+use super::booking::{self, Booked, Booking, Reserved};
 use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
 use crate::{Algorithm, ConfigError, Decision, Quota};
 use std::time::Duration;
@@ -223,6 +223,73 @@ impl FixedWindow {
             return None;
         }
         Some((index << self.shift) | u64::from(count - cost))
+    }
+
+    /// The largest count a state of this layout holds.
+    #[inline]
+    fn count_max(&self) -> u64 {
+        (1u64 << self.shift) - 1
+    }
+
+    /// A charge of `cost` at `now`, counted whatever is left: the window's count may
+    /// pass the limit by at most `max_owed` (and what the count field holds), and the
+    /// rest of the window denies; the overdraft ends with the window, as every count
+    /// does. A state booked into a later window is charged there (nothing is admitted
+    /// before it anyway). The part past the bound is dropped, and reported.
+    pub(crate) fn charge(
+        &self,
+        state: u64,
+        now: u64,
+        cost: u32,
+        max_owed: u32,
+    ) -> (Option<u64>, Reserved) {
+        let (stored, stored_count) = self.unpack(state);
+        let current = now / self.period;
+        let (k, count) = if stored >= current {
+            (stored, u64::from(stored_count))
+        } else {
+            (current, 0)
+        };
+        let cap = (u64::from(self.limit) + u64::from(max_owed)).min(self.count_max());
+        let taken = u64::from(cost).min(cap.saturating_sub(count));
+        let after = count + taken;
+        let counted = booking::Counted {
+            taken: taken as u32,
+            owed: after.saturating_sub(u64::from(self.limit)) as u32,
+            dropped: cost - taken as u32,
+            given: 0,
+        };
+        let next = (k << self.shift) | after;
+        let booked = Booked {
+            wait: 0,
+            decision: self.step(next, now, 1).1,
+            booking: Booking::Window {
+                index: k,
+                cost: taken as u32,
+                later: None,
+            },
+            counted,
+        };
+        ((taken > 0).then_some(next), Ok(booked))
+    }
+
+    /// Gives `cost` back to the state's window at `now` while it still counts (a window
+    /// over counts nothing any more), never below an empty count.
+    pub(crate) fn give_back(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Reserved) {
+        let (stored, count) = self.unpack(state);
+        let live = stored >= now / self.period;
+        let given = if live { cost.min(count) } else { 0 };
+        let next = (stored << self.shift) | u64::from(count - given);
+        let booked = Booked {
+            wait: 0,
+            decision: self.step(next, now, 1).1,
+            booking: Booking::Nothing,
+            counted: booking::Counted {
+                given,
+                ..Default::default()
+            },
+        };
+        ((given > 0).then_some(next), Ok(booked))
     }
 
     /// What an admission of `cost` that left `state` booked.

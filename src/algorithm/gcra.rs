@@ -294,6 +294,68 @@ impl Gcra {
         (restore > 0).then(|| tat.saturating_sub(restore))
     }
 
+    /// A charge of `cost` at `now`: taken whatever is left, so `TAT` may pass the burst
+    /// `now + τ` by a debt the next admissions wait out at the quota's rate (exact
+    /// GCRA: a request conforms once `TAT − τ` is reached). The key owes at most
+    /// `max_owed` requests past the burst (and at most [`MAX_WAIT_NS`] of time, which
+    /// keeps `TAT` within the sums' bound): the part of the cost past that is dropped,
+    /// and reported. The decision is the state after it, as a peek of one request sees
+    /// it; the booking gives the taken part back (see `Charge::give_back`).
+    ///
+    /// [`MAX_WAIT_NS`]: super::booking::MAX_WAIT_NS
+    pub(crate) fn charge(
+        &self,
+        tat: u64,
+        now: u64,
+        cost: u32,
+        max_owed: u32,
+    ) -> (Option<u64>, Reserved) {
+        let base = tat.max(now);
+        let full = now + self.tau;
+        let debt = (u64::from(max_owed) * self.t).min(super::booking::MAX_WAIT_NS);
+        let room = (full + debt).saturating_sub(base) / self.t;
+        let taken = u64::from(cost).min(room) as u32;
+        let new_tat = base + u64::from(taken) * self.t;
+        let owed = new_tat.saturating_sub(full).div_ceil(self.t) as u32;
+        let counted = booking::Counted {
+            taken,
+            owed,
+            dropped: cost - taken,
+            given: 0,
+        };
+        let decision = self.step(new_tat, now, 1).1;
+        let booked = booking::Booked {
+            wait: 0,
+            decision,
+            booking: Booking::Gcra {
+                tat: new_tat,
+                weight: u64::from(taken) * self.t,
+                acts: 0,
+            },
+            counted,
+        };
+        ((taken > 0).then_some(new_tat), Ok(booked))
+    }
+
+    /// Gives `cost` back to `tat` at `now`, never below a full bucket (`TAT <= now`):
+    /// the requests given back are those the state still held.
+    pub(crate) fn give_back(&self, tat: u64, now: u64, cost: u32) -> (Option<u64>, Reserved) {
+        let held = tat.saturating_sub(now).div_ceil(self.t);
+        let given = u64::from(cost).min(held);
+        let next = tat.saturating_sub(given * self.t).max(now.min(tat));
+        let counted = booking::Counted {
+            given: given as u32,
+            ..Default::default()
+        };
+        let booked = booking::Booked {
+            wait: 0,
+            decision: self.step(next, now, 1).1,
+            booking: Booking::Nothing,
+            counted,
+        };
+        ((given > 0).then_some(next), Ok(booked))
+    }
+
     /// What an admission of `cost` that left `tat` booked.
     #[inline]
     pub(crate) fn booking(&self, tat: u64, cost: u32) -> Booking {

@@ -5,7 +5,7 @@
 //! [`PackedParams`], the run-time choice, dispatches to it where one limiter may hold
 //! any of them (`RateLimiter`'s cell, the builders).
 
-use super::booking::{Booking, Reserved};
+use super::booking::{Book, Booking, Reserved};
 use super::fixed_window::FixedWindow;
 use super::gcra::Gcra;
 use super::sliding_window::SlidingWindow;
@@ -73,6 +73,21 @@ pub(crate) trait PackedAlgorithm:
     /// that is at most `max_wait` (`<= MAX_WAIT_NS`) after `now`; see each
     /// algorithm's `reserve` for the order of service.
     fn reserve(&self, state: u64, now: u64, cost: u32, max_wait: u64) -> (Option<u64>, Reserved);
+    /// Charges `cost` at `now` whatever is left, the key owing at most `max_owed`
+    /// requests past its quota after it (see each algorithm's `charge`).
+    fn charge(&self, state: u64, now: u64, cost: u32, max_owed: u32) -> (Option<u64>, Reserved);
+    /// Gives `cost` back to `state` at `now`, never below an empty state (see each
+    /// algorithm's `give_back`).
+    fn give_back(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Reserved);
+    /// A reservation, a charge or a give-back of `cost`, as `how` says.
+    #[inline]
+    fn book(&self, state: u64, now: u64, cost: u32, how: Book) -> (Option<u64>, Reserved) {
+        match how {
+            Book::Wait(max_wait) => self.reserve(state, now, cost, max_wait),
+            Book::Charge(max_owed) => self.charge(state, now, cost, max_owed),
+            Book::GiveBack => self.give_back(state, now, cost),
+        }
+    }
     /// What an admission of `cost` that left `state` booked (for a roll-back).
     fn booking(&self, state: u64, cost: u32) -> Booking;
     /// The state with `booking` given back at `now`: by a cancel, as far as no later
@@ -197,6 +212,14 @@ impl PackedAlgorithm for Gcra {
         Gcra::reserve(self, state, now, cost, max_wait)
     }
     #[inline]
+    fn charge(&self, state: u64, now: u64, cost: u32, max_owed: u32) -> (Option<u64>, Reserved) {
+        Gcra::charge(self, state, now, cost, max_owed)
+    }
+    #[inline]
+    fn give_back(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Reserved) {
+        Gcra::give_back(self, state, now, cost)
+    }
+    #[inline]
     fn booking(&self, state: u64, cost: u32) -> Booking {
         Gcra::booking(self, state, cost)
     }
@@ -257,6 +280,14 @@ impl PackedAlgorithm for FixedWindow {
         FixedWindow::reserve(self, state, now, cost, max_wait)
     }
     #[inline]
+    fn charge(&self, state: u64, now: u64, cost: u32, max_owed: u32) -> (Option<u64>, Reserved) {
+        FixedWindow::charge(self, state, now, cost, max_owed)
+    }
+    #[inline]
+    fn give_back(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Reserved) {
+        FixedWindow::give_back(self, state, now, cost)
+    }
+    #[inline]
     fn booking(&self, state: u64, cost: u32) -> Booking {
         FixedWindow::booking(self, state, cost)
     }
@@ -307,6 +338,14 @@ impl PackedAlgorithm for SlidingWindow {
     #[inline]
     fn reserve(&self, state: u64, now: u64, cost: u32, max_wait: u64) -> (Option<u64>, Reserved) {
         SlidingWindow::reserve(self, state, now, cost, max_wait)
+    }
+    #[inline]
+    fn charge(&self, state: u64, now: u64, cost: u32, max_owed: u32) -> (Option<u64>, Reserved) {
+        SlidingWindow::charge(self, state, now, cost, max_owed)
+    }
+    #[inline]
+    fn give_back(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Reserved) {
+        SlidingWindow::give_back(self, state, now, cost)
     }
     #[inline]
     fn booking(&self, state: u64, cost: u32) -> Booking {
@@ -405,16 +444,16 @@ impl PackedParams {
         each!(self, p => p.next_state(state, now, cost))
     }
 
-    /// [`PackedAlgorithm::reserve`].
+    /// [`PackedAlgorithm::book`].
     #[inline]
-    pub(crate) fn reserve(
+    pub(crate) fn book(
         &self,
         state: u64,
         now: u64,
         cost: u32,
-        max_wait: u64,
+        how: Book,
     ) -> (Option<u64>, Reserved) {
-        each!(self, p => PackedAlgorithm::reserve(p, state, now, cost, max_wait))
+        each!(self, p => PackedAlgorithm::book(p, state, now, cost, how))
     }
 
     /// [`PackedAlgorithm::is_idle`].

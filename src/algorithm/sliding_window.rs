@@ -325,6 +325,72 @@ impl SlidingWindow {
         Some(state - u64::from(cost))
     }
 
+    /// A charge of `cost` at `now`, counted whatever is left: the current window's
+    /// count may pass the limit by at most `max_owed` (and what a count field holds);
+    /// the excess weighs into the next window as any count does. A state booked into a
+    /// later window is charged there. The part past the bound is dropped, and reported.
+    pub(crate) fn charge(
+        &self,
+        state: u64,
+        now: u64,
+        cost: u32,
+        max_owed: u32,
+    ) -> (Option<u64>, Reserved) {
+        let v = self.view(state, now);
+        let field = (1u64 << self.shift) - 1;
+        let cap = (u64::from(self.limit) + u64::from(max_owed)).min(field);
+        let taken = u64::from(cost).min(cap.saturating_sub(v.curr));
+        let after = View {
+            curr: v.curr + taken,
+            ..v
+        };
+        // What the key owes: how far the weighted count is past the limit, in requests
+        // (rounded up).
+        let p = u128::from(self.period);
+        let over = self
+            .weight(after.prev, after.e, after.curr, 0)
+            .saturating_sub(u128::from(self.limit) * p);
+        let counted = booking::Counted {
+            taken: taken as u32,
+            owed: over.div_ceil(p).min(u128::from(u32::MAX)) as u32,
+            dropped: cost - taken as u32,
+            given: 0,
+        };
+        let next = (v.k << (2 * self.shift)) | (v.prev << self.shift) | after.curr;
+        let booked = booking::Booked {
+            wait: 0,
+            decision: self.step(next, now, 1).1,
+            booking: Booking::Window {
+                index: v.k,
+                cost: taken as u32,
+                later: None,
+            },
+            counted,
+        };
+        ((taken > 0).then_some(next), Ok(booked))
+    }
+
+    /// Gives `cost` back at `now` to the count of the state's own window while it still
+    /// weighs (that window or the next), never below an empty count.
+    pub(crate) fn give_back(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Reserved) {
+        let mask = (1u64 << self.shift) - 1;
+        let stored = state >> (2 * self.shift);
+        let curr = state & mask;
+        let live = stored + 1 >= now / self.period;
+        let given = if live { u64::from(cost).min(curr) } else { 0 };
+        let next = state - given;
+        let booked = booking::Booked {
+            wait: 0,
+            decision: self.step(next, now, 1).1,
+            booking: Booking::Nothing,
+            counted: booking::Counted {
+                given: given as u32,
+                ..Default::default()
+            },
+        };
+        ((given > 0).then_some(next), Ok(booked))
+    }
+
     /// What an admission of `cost` that left `state` booked.
     pub(crate) fn booking(&self, state: u64, cost: u32) -> Booking {
         Booking::Window {

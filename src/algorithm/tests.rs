@@ -2,6 +2,7 @@
 //! decides exactly as the fresh state `0`, and a state is never reported idle while it
 //! still remembers an admission that would change a decision.
 
+use super::booking::Book;
 use super::packed::Step;
 use super::*;
 use crate::Quota;
@@ -180,7 +181,9 @@ fn next_state_and_decision_are_exactly_step() {
             );
             if i % 5 == 0 {
                 // A reservation can move the state to a later window.
-                if let (Some(booked), Ok(_)) = params.reserve(state, now, cost.max(1), 3 * period) {
+                if let (Some(booked), Ok(_)) =
+                    params.book(state, now, cost.max(1), Book::Wait(3 * period))
+                {
                     state = booked;
                     continue;
                 }
@@ -240,7 +243,7 @@ fn rank_puts_a_booking_into_a_later_window_above_a_full_window() {
     for algorithm in [Algorithm::FixedWindow, Algorithm::SlidingWindow] {
         let params = packed(algorithm, quota);
         let full = params.step(0, 100, 4).0.expect("admitted");
-        let (booked, reserved) = params.reserve(full, 100, 1, 10_000);
+        let (booked, reserved) = params.book(full, 100, 1, Book::Wait(10_000));
         let booked = booked.expect("booked");
         assert!(reserved.is_ok_and(|b| b.wait > 0), "{algorithm:?}");
         let ranking = params.ranking(100);

@@ -341,7 +341,7 @@ impl<C: Clock> Backend<()> for RateLimiter<C> {
     }
 
     fn undo(&self, _key: &(), undo: Undo) -> bool {
-        self.give_back(undo.0);
+        self.undo(undo.0);
         true
     }
 
@@ -368,7 +368,7 @@ where
     }
 
     fn undo(&self, _key: &K, undo: Undo) -> bool {
-        self.give_back(undo.0);
+        self.undo(undo.0);
         true
     }
 

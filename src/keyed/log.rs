@@ -1,6 +1,6 @@
 //! The keyed verbs on the sliding log's table: [`Store`] for `LogTable`.
 
-use crate::algorithm::booking::{Booked, Booking};
+use crate::algorithm::booking::{Book, Booked, Booking};
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::Params;
 use crate::decision::Decision;
@@ -69,19 +69,20 @@ impl Store for LogTable {
         _tier: usize,
         now: impl Fn() -> u64,
         n: u32,
-        limit: u64,
+        how: Book,
         params: SlidingLog,
     ) -> Result<Reserved1, InsufficientCapacity> {
         Ok(self.run_booked(
             h,
             now(),
-            true,
-            |ring, t| params.reserve(ring, t, n, limit).map(|b| (b, t)),
+            how.inserts(),
+            |ring, t| params.book(ring, t, n, how).map(|b| (b, t)),
             || {
                 let booked = Booked {
                     wait: 0,
                     decision: params.fresh(n),
                     booking: Booking::Nothing,
+                    counted: Default::default(),
                 };
                 Ok((booked, 0))
             },

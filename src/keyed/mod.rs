@@ -4,6 +4,7 @@
 //! protocol of the packed algorithms and `table::log` for the sliding log's.
 
 mod builder;
+mod charge;
 mod log;
 mod packed;
 mod stats;

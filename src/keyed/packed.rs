@@ -1,7 +1,7 @@
 //! The keyed verbs on a packed table: [`Store`] for `PackedTable<A>`, once for
 //! every packed algorithm `A`.
 
-use crate::algorithm::booking::Booking;
+use crate::algorithm::booking::{Book, Booking};
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::Params;
 use crate::decision::Decision;
@@ -61,14 +61,14 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         tier: usize,
         now: impl Fn() -> u64,
         n: u32,
-        limit: u64,
+        how: Book,
         params: A,
     ) -> Result<Reserved1, InsufficientCapacity> {
         let reload = || self.tiers().get(tier);
-        tiers::fresh(params, n, reload, A::burst, |params| {
+        tiers::fresh(params, how.checked_cost(n), reload, A::burst, |params| {
             // A refused reservation changes nothing, not even the rate class.
-            self.run_booked(h, &now, true, params.gcra(), false, |state, t| {
-                let (next, r) = params.reserve(state, t, n, limit);
+            self.run_booked(h, &now, how.inserts(), params.gcra(), false, |state, t| {
+                let (next, r) = params.book(state, t, n, how);
                 (next, r.map(|b| (b, t)))
             })
         })

@@ -2,7 +2,9 @@
 
 use super::verbs::KeyLimit;
 use super::KeyedRateLimiter;
-use crate::{Clock, ConfigError, Decision, InsufficientCapacity, Quota, Reservation, ReserveError};
+use crate::{
+    Charge, Clock, ConfigError, Decision, InsufficientCapacity, Quota, Reservation, ReserveError,
+};
 use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
@@ -175,6 +177,61 @@ impl<'a, K: Hash + ?Sized, C: Clock> Tier<'a, K, C> {
         max_wait: Duration,
     ) -> Result<Reservation<'a>, ReserveError> {
         self.limiter.reserve_in(key, n, max_wait, self.tier)
+    }
+
+    /// Charges `n` to `key` under this tier whatever is left (see
+    /// [`KeyedRateLimiter::charge`]); the debt is bounded by this tier's burst.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<str>::builder(Algorithm::TokenBucket, Quota::per_minute(100))
+    ///     .tiers([Quota::per_minute(1_000)])
+    ///     .build()?;
+    /// let pro = l.tier(1).unwrap();
+    /// assert!(pro.charge("a", 900).fit());
+    /// assert!(!l.charge("b", 900).fit());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn charge(&self, key: &K, n: u32) -> Charge<'a> {
+        self.limiter.charge_in(key, n, None, self.tier)
+    }
+
+    /// [`charge`](Self::charge) with the most the key may owe after it set to
+    /// `max_owed` requests past this tier's quota.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<str>::builder(Algorithm::TokenBucket, Quota::per_minute(100))
+    ///     .tiers([Quota::per_minute(1_000)])
+    ///     .build()?;
+    /// assert_eq!(l.tier(1).unwrap().charge_owing("a", 1_500, 100).dropped(), 400);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn charge_owing(&self, key: &K, n: u32, max_owed: u32) -> Charge<'a> {
+        self.limiter.charge_in(key, n, Some(max_owed), self.tier)
+    }
+
+    /// Gives `n` back to `key` under this tier, never below an empty state (see
+    /// [`KeyedRateLimiter::give_back`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<str>::builder(Algorithm::TokenBucket, Quota::per_minute(100))
+    ///     .tiers([Quota::per_minute(1_000)])
+    ///     .build()?;
+    /// let pro = l.tier(1).unwrap();
+    /// assert!(pro.check_n("a", 10)?.is_allowed());
+    /// assert_eq!(pro.give_back("a", 4), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn give_back(&self, key: &K, n: u32) -> u32 {
+        self.limiter.give_back_in(key, n, self.tier)
     }
 
     /// `key`'s limit under this tier, for [`check_all`](crate::check_all).

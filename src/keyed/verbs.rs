@@ -280,7 +280,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// Gives `undo`'s admission back exactly (as far as no later booking depends on
     /// it), due or not.
     #[cfg_attr(not(feature = "tower"), allow(dead_code))]
-    pub(crate) fn give_back(&self, undo: crate::reservation::Undo) {
+    pub(crate) fn undo(&self, undo: crate::reservation::Undo) {
         Ledger::refund(self, undo.key, &undo.booking, undo.origin, 0, true);
     }
 }

@@ -4,7 +4,7 @@
 //! [`Origin::Cell`], and a cell keeps no statistics.
 
 use super::{Booked1, ByAlgorithm, Reserved1, Store};
-use crate::algorithm::booking::Booking;
+use crate::algorithm::booking::{Book, Booking};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
@@ -15,7 +15,7 @@ use crate::cell::{LogCell, PackedCell, Stale};
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
 use crate::reservation::Origin;
-use crate::sync::Swap;
+use crate::sync::{AtomicU64, Ordering, Swap};
 use crate::table::packed::Placed;
 use crate::table::tiers;
 
@@ -44,6 +44,10 @@ impl CellStore {
 pub(crate) struct WordStore<A: PackedAlgorithm> {
     params: Swap<A>,
     cell: PackedCell,
+    /// The stamp of the parameters the last conversion of the state to another
+    /// interval published (0: never converted). Bookings made with earlier parameters
+    /// give nothing back (see [`Origin::Cell`]).
+    converted: AtomicU64,
 }
 
 impl<A: PackedAlgorithm> WordStore<A> {
@@ -51,6 +55,7 @@ impl<A: PackedAlgorithm> WordStore<A> {
         WordStore {
             params: Swap::new(params),
             cell: PackedCell::new(),
+            converted: AtomicU64::new(0),
         }
     }
 
@@ -68,9 +73,16 @@ impl<A: PackedAlgorithm> WordStore<A> {
 
 /// What a booking made with `p` on a cell is counted in (see [`Origin::Cell`]).
 #[inline]
-fn origin<A: PackedAlgorithm>(p: &A) -> Origin {
-    Origin::Cell {
-        interval: p.gcra().map_or(0, |g| g.interval()),
+fn origin<A: PackedAlgorithm>(p: &Stamped<A>) -> Origin {
+    match p.params.gcra() {
+        Some(g) => Origin::Cell {
+            interval: g.interval(),
+            stamp: p.stamp,
+        },
+        None => Origin::Cell {
+            interval: 0,
+            stamp: 0,
+        },
     }
 }
 
@@ -153,7 +165,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
             let booked = self
                 .cell
                 .decide_booked(&p.params, now(), n, &now, self.since(&p))?;
-            Some((Placed::Stored(booked), origin(&p.params)))
+            Some((Placed::Stored(booked), origin(&p)))
         };
         tiers::fresh(p, n, || self.params(0), |p| p.params.burst(), book)
     }
@@ -164,22 +176,29 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
         _tier: usize,
         now: impl Fn() -> u64,
         n: u32,
-        limit: u64,
+        how: Book,
         p: Stamped<A>,
     ) -> Result<Reserved1, InsufficientCapacity> {
         let reserve = |p: Stamped<A>| {
             let t = now();
-            let reserved = self.cell.reserve(&p.params, t, n, limit, self.since(&p))?;
-            Some((Placed::Stored(reserved.map(|b| (b, t))), origin(&p.params)))
+            let reserved = self.cell.reserve(&p.params, t, n, how, self.since(&p))?;
+            Some((Placed::Stored(reserved.map(|b| (b, t))), origin(&p)))
         };
-        tiers::fresh(p, n, || self.params(0), |p| p.params.burst(), reserve)
+        let cost = how.checked_cost(n);
+        tiers::fresh(p, cost, || self.params(0), |p| p.params.burst(), reserve)
     }
 
     fn refund(&self, _h: u64, booking: &Booking, origin: Origin, now: u64, always: bool) {
         loop {
             let p = self.params(0);
-            if origin != self::origin(&p.params) {
-                // Counted in another interval, since converted: nothing to give back.
+            let Origin::Cell { interval, stamp } = origin else {
+                return;
+            };
+            if p.params.gcra().map_or(0, |g| g.interval()) != interval
+                || stamp < self.converted.load(Ordering::Acquire)
+            {
+                // Counted in another interval, or converted since (even back to its
+                // own): nothing to give back.
                 return;
             }
             if self
@@ -229,6 +248,9 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
                 ((to != tat).then_some(to), ())
             });
         });
+        // One `set_quota` at a time (the limiter's lock): the stamp just published.
+        let (_, stamp) = self.params.load_stamped();
+        self.converted.store(stamp, Ordering::Release);
         Ok(())
     }
 
@@ -292,7 +314,13 @@ impl Store for RingStore {
         p: SlidingLog,
     ) -> Result<Booked1, InsufficientCapacity> {
         let booked = self.cell.decide_booked(&p, now(), n);
-        Ok((Placed::Stored(booked), Origin::Cell { interval: 0 }))
+        Ok((
+            Placed::Stored(booked),
+            Origin::Cell {
+                interval: 0,
+                stamp: 0,
+            },
+        ))
     }
 
     fn reserve(
@@ -301,12 +329,18 @@ impl Store for RingStore {
         _tier: usize,
         now: impl Fn() -> u64,
         n: u32,
-        limit: u64,
+        how: Book,
         p: SlidingLog,
     ) -> Result<Reserved1, InsufficientCapacity> {
         let t = now();
-        let booked = self.cell.reserve(&p, t, n, limit).map(|b| (b, t));
-        Ok((Placed::Stored(booked), Origin::Cell { interval: 0 }))
+        let booked = self.cell.reserve(&p, t, n, how).map(|b| (b, t));
+        Ok((
+            Placed::Stored(booked),
+            Origin::Cell {
+                interval: 0,
+                stamp: 0,
+            },
+        ))
     }
 
     fn refund(&self, _h: u64, booking: &Booking, _origin: Origin, now: u64, _always: bool) {

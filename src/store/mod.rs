@@ -12,7 +12,7 @@
 pub(crate) mod cell;
 pub(crate) mod verbs;
 
-use crate::algorithm::booking::{Booked, Booking, Late};
+use crate::algorithm::booking::{Book, Booked, Booking, Late};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::sliding_window::SlidingWindow;
@@ -111,8 +111,9 @@ pub(crate) trait Store {
         p: Self::Params,
     ) -> Result<Booked1, InsufficientCapacity>;
 
-    /// Books `n` at the earliest time it may proceed, if that is at most `limit` ns
-    /// after the reading.
+    /// Books `n` as `how` says: at the earliest time it may proceed, if that is at most
+    /// `Book::Wait` ns after the reading; a charge; a give-back (which inserts no
+    /// missing key).
     #[allow(clippy::too_many_arguments)]
     fn reserve(
         &self,
@@ -120,7 +121,7 @@ pub(crate) trait Store {
         tier: usize,
         now: impl Fn() -> u64,
         n: u32,
-        limit: u64,
+        how: Book,
         p: Self::Params,
     ) -> Result<Reserved1, InsufficientCapacity>;
 

@@ -7,7 +7,8 @@
 //! the new ones itself: see [`Store`]).
 
 use super::Store;
-use crate::algorithm::booking::Booked;
+use crate::algorithm::booking::{Book, Booked};
+use crate::charge::Charge;
 use crate::decision::Decision;
 use crate::error::InsufficientCapacity;
 use crate::reservation::{
@@ -88,7 +89,7 @@ pub(crate) fn reserve<'a, S: Store>(
     let limit = max_wait_ns(max_wait);
     let p = s.params(tier);
     reservable(n, s.burst(&p))?;
-    let (placed, origin) = s.reserve(h, tier, now, n, limit, p)?;
+    let (placed, origin) = s.reserve(h, tier, now, n, Book::Wait(limit), p)?;
     match placed {
         Placed::Stored(Ok((b, now))) => Ok(Reservation::new(b, now, ledger, h, origin)),
         // An untracked admission books nothing (and a booking always writes, so a key
@@ -137,6 +138,7 @@ pub(crate) fn book<'a, S: Store>(
         wait: 0,
         decision,
         booking,
+        counted: Default::default(),
     };
     // Rolled back at once or kept: never cancelled, so its due time is never read.
     let reservation = decision
@@ -160,4 +162,48 @@ pub(crate) fn refund<S: Store>(
         return;
     }
     s.refund(h, booking, origin, now, always);
+}
+
+/// Charges `n` to the key hashed to `h` under tier `tier` whatever is left, the key
+/// owing at most `max_owed` requests past its quota after it; the charge gives back
+/// through `ledger`. Never refused for its cost; a full table may not count it (see
+/// [`Charge::tracked`]).
+pub(crate) fn charge<'a, S: Store>(
+    s: &S,
+    ledger: &'a dyn Ledger,
+    h: u64,
+    n: u32,
+    max_owed: u32,
+    tier: usize,
+    now: impl Fn() -> u64,
+) -> Charge<'a> {
+    let p = s.params(tier);
+    let untracked = |d: Decision| Charge::untracked(d, n);
+    match s.reserve(h, tier, now, n, Book::Charge(max_owed), p) {
+        Ok((Placed::Stored(Ok((b, _))), origin)) => Charge::new(b, n, ledger, h, origin),
+        Ok((Placed::Untracked(Ok((b, _))) | Placed::Absent(Ok((b, _))), _)) => {
+            untracked(b.decision)
+        }
+        Ok((Placed::Refused(d), _)) => untracked(d),
+        // A charge never waits, and fits any burst (`Book::checked_cost`).
+        Ok((Placed::Stored(Err(_)) | Placed::Untracked(Err(_)) | Placed::Absent(Err(_)), _))
+        | Err(_) => untracked(s.peek(h, 0, 0, s.params(tier))),
+    }
+}
+
+/// Gives `n` back to the key hashed to `h` under tier `tier`, never below an empty
+/// state; returns how many requests were given back (0 for a key the table does not
+/// hold).
+pub(crate) fn give_back<S: Store>(
+    s: &S,
+    h: u64,
+    n: u32,
+    tier: usize,
+    now: impl Fn() -> u64,
+) -> u32 {
+    let p = s.params(tier);
+    match s.reserve(h, tier, now, n, Book::GiveBack, p) {
+        Ok((Placed::Stored(Ok((b, _))), _)) => b.counted.given,
+        _ => 0,
+    }
 }

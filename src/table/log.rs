@@ -258,7 +258,13 @@ impl LockedTable<LogEntry> {
         }
         if !insert {
             // Nothing was booked on an absent key: never given back.
-            return (Placed::Absent(fresh()), Origin::Cell { interval: 0 });
+            return (
+                Placed::Absent(fresh()),
+                Origin::Cell {
+                    interval: 0,
+                    stamp: 0,
+                },
+            );
         }
         let (claim, now) = self.claim(fp, &(), &loc, now, ());
         let (i, mut held) = match claim {

@@ -38,10 +38,8 @@ impl Gcra {
     }
 
     /// Stores the conversion; true when a debt was converted to another rate (bookings
-    /// counted at another rate give nothing back while the state is at this one: README
-    /// "after a `set_quota` or tier change that converted a bucket's state to another
-    /// rate, nothing either"; converted back, a booking measures as any other against
-    /// the state, rounded up at each conversion).
+    /// made before it then give nothing back: README "after a `set_quota` or tier change
+    /// that converted a bucket's state to another rate, nothing either").
     pub fn convert(&mut self, t: u128, p: &Params) -> bool {
         let tn = p.t();
         if self.wt == tn {
@@ -51,6 +49,9 @@ impl Gcra {
         self.tat = self.effective(t, p);
         self.was_past_horizon |= self.tat >= super::HORIZON;
         self.wt = tn;
+        if converted {
+            self.slots.clear();
+        }
         converted
     }
 
@@ -110,8 +111,8 @@ impl Gcra {
         let weight = u128::from(b.n) * b.rate;
         if p.algo == Algo::Leaky {
             // README: "for the leaky bucket's spaced slots ... everything while nothing
-            // later was booked into a later slot ..., else nothing"; converted back to its
-            // rate, "a leaky bucket's slot only to the very state it left".
+            // later was booked into a later slot ..., else nothing" (the state as the
+            // booking left it).
             if self.slots.last() == Some(&b.id) && self.tat == b.tat {
                 self.slots.pop();
                 self.tat = self.tat.saturating_sub(weight).max(t);

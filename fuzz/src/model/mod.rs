@@ -181,13 +181,14 @@ impl Lim {
     }
 
     /// Stores a bucket's conversion to `p`'s rate at `t` (a no-op for the windows and
-    /// for a state already at that rate). Bookings counted at another rate give nothing
-    /// back while the state is at this one (`Gcra::cancel` compares the rates; README:
+    /// for a state already at that rate); a conversion starts a new generation (README:
     /// "after a `set_quota` or tier change that converted a bucket's state to another
-    /// rate, nothing either (... each booking records the rate it was counted at)").
+    /// rate, nothing either", converted back or not).
     pub fn convert(&mut self, t: u128, p: &Params) {
         if let State::Gcra(g) = &mut self.s {
-            g.convert(t, p);
+            if g.convert(t, p) {
+                self.epoch = new_epoch();
+            }
         }
     }
 

@@ -12,6 +12,7 @@ use crate::{ConfigError, Decision, Quota};
 use ring::EMPTY;
 pub(crate) use ring::{Cursor, Ring, Stamps, EMPTY_STAMP};
 
+mod charge;
 mod ring;
 
 /// Validated sliding-log parameters.
@@ -271,6 +272,7 @@ impl SlidingLog {
             wait,
             decision,
             booking,
+            counted: Default::default(),
         })
     }
 

@@ -152,10 +152,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             };
             match scan {
                 Scan::Found(i, w) => {
-                    if let Some((r, word)) =
-                        self.update(i, fp, w, t, (rate, denial_converts), &mut f)
+                    if let Some((r, stored)) =
+                        self.update((i, loc.shard), fp, w, t, (rate, denial_converts), &mut f)
                     {
-                        return Some((Placed::Stored(r), Stored { word, installed: 0 }));
+                        return Some((Placed::Stored(r), stored));
                     }
                 }
                 Scan::Absent { first_empty } => {

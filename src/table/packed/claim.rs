@@ -135,12 +135,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 if generation::holds(fw, fp) {
                     // Inserted meanwhile (claims of this key are serialized by this
                     // lock, or were an empty-slot claim that finished before).
-                    return self.update(i, fp, w, now, (rate, denial_converts), f).map(
-                        |(r, word)| {
-                            *stored = Stored { word, installed: 0 };
+                    return self
+                        .update((i, loc.shard), fp, w, now, (rate, denial_converts), f)
+                        .map(|(r, s)| {
+                            *stored = s;
                             Placed::Stored(r)
-                        },
-                    );
+                        });
                 }
                 // O(1) per entry, no step: the state is its own idle stamp, and its
                 // own eviction rank. In a table of several rates, what the entry used

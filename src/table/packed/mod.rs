@@ -372,6 +372,17 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         Scan::Absent { first_empty: None }
     }
 
+    /// `kw`, a state converted to another rate class, with a new generation taken from
+    /// shard `shard`'s next epoch (as a reset takes one), and that epoch. Out of line:
+    /// only a request of another tier's rate, or a rate retired, converts.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn regenerate(&self, kw: u64, shard: usize) -> (u64, u64) {
+        let epoch = self.shards[shard].next_epoch();
+        let class = generation::class_of(kw);
+        (generation::word(kw, epoch, class), epoch)
+    }
+
     /// The state of `word` as the bucket `rate` reads it at `now`, and the key word
     /// to write with a new state: a state another rate class wrote is converted (what
     /// the key owes carries over in requests: see `table::packed::rates`). Unchanged without a
@@ -391,30 +402,44 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         }
     }
 
-    /// Steps the state of the key probed by `fp` in slot `i` with `f`, starting from
-    /// `word`, keeping the state's generation (and converting it to the bucket `rate`'s
-    /// class, see [`adopt`](Self::adopt)): the result, and the key word of the state it
-    /// was computed on. `None` when the slot no longer holds the key (the request must
-    /// look the key up again).
+    /// Steps the state of the key probed by `fp` in slot `i` (of shard `shard`) with
+    /// `f`, starting from `word`, keeping the state's generation, unless it converts it
+    /// to the bucket `rate`'s class (see [`adopt`](Self::adopt)): a converted state
+    /// takes a new generation, so that no booking counted at the old rate gives
+    /// anything back to it, even once converted back. The result, and the key word of
+    /// the state it was computed on with the epoch its generation was taken from when
+    /// it took one (0 when it kept its own). `None` when the slot no longer holds the
+    /// key (the request must look the key up again).
     #[inline(always)]
     fn update<R>(
         &self,
-        i: usize,
+        (i, shard): (usize, usize),
         fp: u64,
         mut word: u128,
         now: u64,
         (rate, denial_converts): (Option<Gcra>, bool),
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Option<(R, u64)> {
+    ) -> Option<(R, Stored)> {
         loop {
             let (state, kw) = self.adopt(word, rate, now);
+            let (kw, installed) = if kw == fp_of(word) {
+                (kw, 0)
+            } else {
+                self.regenerate(kw, shard)
+            };
             let (next, r) = f(state, now);
             // A request under another rate class stores the conversion even when it
             // writes nothing else (a denial): the state is then the deciding quota's.
             // Not a refused reservation (`denial_converts` false): it changes nothing.
             let next = match next {
                 Some(next) => next,
-                None if kw == fp_of(word) || !denial_converts => return Some((r, fp_of(word))),
+                None if kw == fp_of(word) || !denial_converts => {
+                    let kept = Stored {
+                        word: fp_of(word),
+                        installed: 0,
+                    };
+                    return Some((r, kept));
+                }
                 None => state,
             };
             match self.slot(i).compare_exchange(
@@ -423,7 +448,15 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Some((r, kw)),
+                Ok(_) => {
+                    return Some((
+                        r,
+                        Stored {
+                            word: kw,
+                            installed,
+                        },
+                    ))
+                }
                 Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
                 Err(_) => return None,
             }

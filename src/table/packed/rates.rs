@@ -296,9 +296,11 @@ impl<A: PackedAlgorithm> PackedTable<A> {
 
     /// Converts every state of a rate class `from` accepts into `into`'s class at
     /// `now` (what each key owes carries over in requests), one compare-and-swap per
-    /// slot; deciders are never blocked and keep their generation.
+    /// slot; deciders are never blocked. A converted state takes a new generation (as
+    /// every conversion does, see `update`): bookings counted at the old rate give
+    /// nothing back to it.
     fn sweep(&self, from: impl Fn(u8) -> bool, into: Gcra, now: u64) {
-        for slot in self.slot_words() {
+        for (i, slot) in self.slot_words().enumerate() {
             loop {
                 let w = slot.load(Ordering::Acquire);
                 let kw = fp_of(w);
@@ -306,6 +308,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     break;
                 }
                 let (state, kw) = self.adopt(w, Some(into), now);
+                let (kw, _) = self.regenerate(kw, self.geo.shard_of(i));
                 if slot
                     .compare_exchange(w, pack(kw, state), Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()

@@ -1,0 +1,119 @@
+//! The sliding log's charge and give-back (see `algorithm::booking::Book`).
+//!
+//! A log's overdraft needs no bound: a charge logs its cost at one time, and the
+//! `limit` newest entries, all the ring holds, decide every later request exactly (at
+//! most `limit` in any window is decided by the `limit`-th newest entry alone), so a
+//! charge past what is left keeps the next admissions out until it leaves the window,
+//! one period later, however large it was. The ring logs at most its length of it;
+//! the rest is counted in nothing the ring holds, and a give-back takes it first.
+
+use super::{overwritten, ring, Ring, SlidingLog, Stamps};
+use crate::algorithm::booking::{Book, Booked, Booking, Counted, Reserved};
+
+impl SlidingLog {
+    /// A reservation, a charge or a give-back of `cost` read at `reading`, as `how`
+    /// says.
+    pub(crate) fn book<S: Stamps>(
+        &self,
+        ring: &mut Ring<S>,
+        reading: u64,
+        cost: u32,
+        how: Book,
+    ) -> Reserved {
+        match how {
+            Book::Wait(max_wait) => self.reserve(ring, reading, cost, max_wait),
+            Book::Charge(_) => self.charge(ring, reading, cost),
+            Book::GiveBack => self.give_back(ring, reading, cost),
+        }
+    }
+
+    /// Charges `cost` read at `reading`, logged at the reading (or at the newest entry,
+    /// if later: a pending booking keeps its place) whatever is left.
+    pub(crate) fn charge<S: Stamps>(
+        &self,
+        ring: &mut Ring<S>,
+        reading: u64,
+        cost: u32,
+    ) -> Reserved {
+        let at = self.effective(ring, reading);
+        let active = self.active(ring, at);
+        let logged = cost.min(ring.len());
+        let prior = overwritten(ring, logged);
+        for i in 0..logged {
+            let idx = ring.wrap(i);
+            ring.ts.set(idx, at);
+        }
+        ring.head = ring.wrap(logged) as u32;
+        if logged > 0 {
+            ring.newest = at;
+            ring.booked = at > reading;
+            ring.writes = ring.writes.wrapping_add(1) & ring::WRITES;
+        }
+        let counted = Counted {
+            taken: cost,
+            owed: (u64::from(active) + u64::from(cost)).saturating_sub(u64::from(self.limit))
+                as u32,
+            dropped: 0,
+            given: 0,
+        };
+        // Behind a pending booking for a later time (logged at its time), the charge
+        // cannot be given back: the booking's own cancel may be, and the two would
+        // each write back what only one of them knows.
+        let booking = if logged > 0 && at == reading {
+            Booking::Log {
+                at,
+                cost: logged,
+                prior,
+                writes: ring.writes,
+                future: false,
+            }
+        } else {
+            Booking::Nothing
+        };
+        Ok(Booked {
+            wait: 0,
+            decision: self.peek(ring, reading, 1),
+            booking,
+            counted,
+        })
+    }
+
+    /// Gives `cost` back at `reading`: the newest entries still in the window leave the
+    /// log, and the slots they free take the oldest entry's time (the entries they had
+    /// overwritten are not known here; an older time could only let more in). Nothing
+    /// while a booking for a later time is pending (its entries are the newest).
+    pub(crate) fn give_back<S: Stamps>(
+        &self,
+        ring: &mut Ring<S>,
+        reading: u64,
+        cost: u32,
+    ) -> Reserved {
+        let active = self.active(ring, reading);
+        let given = if ring.newest != ring::EMPTY && ring.newest > reading {
+            0
+        } else {
+            cost.min(active)
+        };
+        if given > 0 {
+            let len = ring.len();
+            let oldest = ring.entry(0);
+            ring.head = ring.wrap(len - given) as u32;
+            for i in 0..given {
+                let idx = ring.wrap(i);
+                ring.ts.set(idx, oldest);
+            }
+            ring.newest = ring.entry(len - 1);
+            ring.booked = false;
+            ring.writes = ring.writes.wrapping_add(1) & ring::WRITES;
+        }
+        Ok(Booked {
+            wait: 0,
+            decision: self.peek(ring, reading, 1),
+            booking: Booking::Nothing,
+            counted: Counted {
+                given,
+                ..Counted::default()
+            },
+        })
+    }
+}
