@@ -158,7 +158,10 @@ impl<'a> Charge<'a> {
         self.tracked && self.owed == 0
     }
 
-    /// How many requests the key owes past its quota after the charge (0 when it fit).
+    /// How many requests the key owes past its quota after the charge (0 when it fit;
+    /// for a sliding log, how far this charge went past what was left: the log keeps no
+    /// count of an earlier overdraft past its ring, which ends one period after it
+    /// however large it was).
     ///
     /// # Example
     ///

@@ -331,8 +331,11 @@ impl<C: Clock> RateLimiter<C> {
     /// back. For a caller that keeps no [`Charge`] (a stateless service told to give
     /// hits back): it cannot tell what it gives back from what others took, so prefer
     /// [`Charge::give_back`], which gives back only what its charge took. A window gives
-    /// back from its own count while it still weighs; a log from its newest entries
-    /// (nothing while a reservation for a later time is pending).
+    /// back from its counts that still weigh, the current window's first (the sliding
+    /// window's previous one next); a log from its newest entries,
+    /// and nothing while every slot of its ring is in the window (it cannot tell an
+    /// overdraft it could not log from its admissions) or while a reservation for a
+    /// later time is pending.
     ///
     /// # Example
     ///
