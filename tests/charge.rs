@@ -184,7 +184,7 @@ impl Model {
         match self {
             Model::Bucket { credit, t, .. } => *credit -= (n * *t) as i128,
             Model::Window { curr, .. } => *curr += n,
-            Model::Log { v } => v.extend(std::iter::repeat_n(now, n as usize)),
+            Model::Log { v } => v.extend((0..n).map(|_| now)),
         }
     }
 
@@ -213,7 +213,7 @@ impl Model {
     }
 
     /// A stateless give-back of `n`: how many were given back.
-    fn give_back(&mut self, now: u128, n: u128, s: &Spec, ring: u128) -> u128 {
+    fn give_back(&mut self, n: u128, s: &Spec, ring: u128) -> u128 {
         match self {
             Model::Bucket {
                 credit, t, burst, ..
@@ -390,7 +390,7 @@ fn run(a: Algorithm, seed: u64, under: &dyn Under, clock: &ManualClock, s: &Spec
             }
             Op::GiveBack(n) => {
                 let given = under.give_back(n);
-                let want = m.give_back(now, u128::from(n), s, s.limit);
+                let want = m.give_back(u128::from(n), s, s.limit);
                 assert_eq!(u128::from(given), want, "give_back({n})\n{}", ctx());
             }
             Op::Refund(i, n) => {
