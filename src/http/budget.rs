@@ -58,6 +58,8 @@ struct Shared {
 /// # Example
 ///
 /// ```
+/// # #[cfg(feature = "axum")]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use axum::routing::get;
 /// use tollgate::http::{Budget, HeaderKey, Policy, RateLimitLayer};
 /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
@@ -73,7 +75,10 @@ struct Shared {
 ///     }))
 ///     .layer(layer);
 /// # let _ = app;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "axum"))]
+/// # fn main() {}
 /// ```
 #[derive(Clone)]
 pub struct Budget {
