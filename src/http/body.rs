@@ -7,10 +7,17 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use super::budget::Settlement;
+
 pin_project! {
     /// The body of a response that passed through
     /// [`RateLimitLayer`](super::RateLimitLayer): the inner service's body `B`, or the
     /// layer's own (a problem+json denial, or empty for gRPC).
+    ///
+    /// Under a budget policy ([`Policy::budget`](super::Policy::budget)) it also charges
+    /// what the handler recorded in the request's [`Budget`](super::Budget): when the
+    /// inner body ends (before its last frame is handed on), fails, or is dropped early,
+    /// whichever comes first, once.
     ///
     /// # Example
     ///
@@ -24,6 +31,8 @@ pin_project! {
     pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
+        // Charged when taken (dropped): at the inner body's end, or with the body.
+        settle: Option<Box<Settlement>>,
     }
 }
 
@@ -36,9 +45,10 @@ pin_project! {
 }
 
 impl<B> ResponseBody<B> {
-    pub(crate) fn inner(body: B) -> Self {
+    pub(crate) fn inner(body: B, settle: Option<Box<Settlement>>) -> Self {
         ResponseBody {
             kind: Kind::Inner { body },
+            settle,
         }
     }
 
@@ -47,6 +57,7 @@ impl<B> ResponseBody<B> {
             kind: Kind::Own {
                 data: (!data.is_empty()).then_some(data),
             },
+            settle: None,
         }
     }
 }
@@ -55,6 +66,7 @@ impl<B> Default for ResponseBody<B> {
     fn default() -> Self {
         ResponseBody {
             kind: Kind::Own { data: None },
+            settle: None,
         }
     }
 }
@@ -67,8 +79,24 @@ impl<B: Body<Data = Bytes>> Body for ResponseBody<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        match self.project().kind.project() {
-            KindProj::Inner { body } => body.poll_frame(cx),
+        let this = self.project();
+        match this.kind.project() {
+            KindProj::Inner { mut body } => {
+                let polled = body.as_mut().poll_frame(cx);
+                if this.settle.is_some() {
+                    let ended = match &polled {
+                        Poll::Ready(None | Some(Err(_))) => true,
+                        // The last frame: charge before it is handed on, so that the
+                        // client cannot see the end of the response before the charge.
+                        Poll::Ready(Some(Ok(_))) => body.is_end_stream(),
+                        Poll::Pending => false,
+                    };
+                    if ended {
+                        drop(this.settle.take());
+                    }
+                }
+                polled
+            }
             KindProj::Own { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
         }
     }

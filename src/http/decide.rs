@@ -8,7 +8,8 @@ use http::request::Parts;
 use http::StatusCode;
 
 use super::backend::{Acquire, BackendError, Undo};
-use super::policy::{MissingKey, Policy};
+use super::budget::{Admitted, BoundBudget};
+use super::policy::{BudgetSide, MissingKey, Policy};
 use crate::sync::{OnceLock, StdArc as Arc};
 use crate::Decision;
 
@@ -49,8 +50,9 @@ impl std::ops::Deref for Reports {
 /// The layer's answer to one request.
 #[derive(Debug)]
 pub(crate) enum Verdict {
-    /// Forward; the reports feed the headers (shadow denials included).
-    Pass(Reports),
+    /// Forward; the reports feed the headers (shadow denials included); the budget
+    /// policies that admitted it are charged after the response.
+    Pass(Reports, Admitted),
     /// Deny; the report of the denying policy (and shadow policies are not asked).
     Deny(Reports),
     /// A policy with [`MissingKey::Reject`] had no key.
@@ -81,6 +83,49 @@ async fn get(mut acquire: Acquire, at_once: bool) -> Result<Decision, BackendErr
         })
     } else {
         acquire.await
+    }
+}
+
+/// A budget policy's answer: what its key has left, peeked, never taken.
+enum Budgeted {
+    /// It has at least the policy's cost left: `decision` is the state at admission
+    /// (`remaining` what is left), `bound` charges the key later.
+    Admit {
+        decision: Decision,
+        left: u32,
+        bound: Box<dyn BoundBudget>,
+    },
+    /// It has not (`None`: the cost can never fit).
+    Deny(Option<Decision>),
+    Failed(BackendError),
+    NoKey,
+}
+
+/// Asks budget policy `p` whether the request's key has the policy's cost (default 1)
+/// left, taking nothing: the state now, and when that is not enough, what a request of
+/// the cost would get (a denial that says when it fits).
+async fn peek_budget(p: &Policy, side: &BudgetSide, parts: &Parts, at_once: bool) -> Budgeted {
+    let Some(bound) = side.backend.bind(parts, side.max_owed) else {
+        return Budgeted::NoKey;
+    };
+    let need = p.cost_of(parts);
+    // The state now (a peek of 0 reports what is left); when that is not enough, what a
+    // request of `need` gets: a denial that says when it fits (or an admission, when
+    // capacity came back in between: what is left is then its `remaining` and `need`).
+    let (answer, asked) = match get(bound.peek_n(0), at_once).await {
+        Ok(now) if now.remaining() >= need => (Ok(now), 0),
+        Ok(_) => (get(bound.peek_n(need), at_once).await, need),
+        Err(e) => (Err(e), 0),
+    };
+    match answer {
+        Ok(d) if d.is_allowed() => Budgeted::Admit {
+            left: d.remaining().saturating_add(asked),
+            decision: d,
+            bound,
+        },
+        Ok(d) => Budgeted::Deny(Some(d)),
+        Err(BackendError::Capacity(_)) => Budgeted::Deny(None),
+        Err(e) => Budgeted::Failed(e),
     }
 }
 
@@ -152,13 +197,48 @@ impl Admissions<'_> {
 /// Decides one request. With `at_once`, every backend answers without waiting and the
 /// future completes on its first poll.
 pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) -> Verdict {
-    let enforced = policies.iter().filter(|p| !p.shadow).count();
     let mut admitted = Admissions {
         policies,
         parts,
         taken: Vec::new(),
         reports: Vec::with_capacity(policies.len()),
     };
+    let mut budgets = Admitted::default();
+
+    // Budget policies first: they take nothing, so one that refuses ends the request
+    // before any other policy has taken anything.
+    for (i, p) in policies.iter().enumerate().filter(|(_, p)| !p.shadow) {
+        let Some(side) = &p.budget else { continue };
+        match peek_budget(p, side, parts, at_once).await {
+            Budgeted::Admit {
+                decision,
+                left,
+                bound,
+            } => {
+                admitted.reports.push(Report {
+                    policy: i,
+                    decision: Some(decision),
+                });
+                budgets.push(bound, Some(left));
+            }
+            Budgeted::Deny(decision) => {
+                return Verdict::Deny(Reports::One(Report {
+                    policy: i,
+                    decision,
+                }))
+            }
+            Budgeted::Failed(e) => return Verdict::Failed(i, e),
+            Budgeted::NoKey => {
+                if let Some(end) = missing(p, i) {
+                    return end;
+                }
+            }
+        }
+    }
+
+    // The policies that take what a request costs when it is admitted.
+    let taking = |p: &&Policy| !p.shadow && p.budget.is_none();
+    let enforced = policies.iter().filter(taking).count();
     // Policies already decided (in the peek phase).
     let mut settled = vec![false; policies.len()];
 
@@ -166,7 +246,7 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
         // Peek every enforced policy first: one that cannot admit denies the request
         // before any other consumes. A policy whose state changes between this peek and
         // the acquire below can still deny after others consumed; those are released.
-        for (i, p) in policies.iter().enumerate().filter(|(_, p)| !p.shadow) {
+        for (i, p) in policies.iter().enumerate().filter(|(_, p)| taking(p)) {
             let cost = p.cost_of(parts);
             let Some(peek) = p.backend.peek(parts) else {
                 settled[i] = true;
@@ -195,7 +275,7 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
         }
     }
 
-    for (i, p) in policies.iter().enumerate().filter(|(_, p)| !p.shadow) {
+    for (i, p) in policies.iter().enumerate().filter(|(_, p)| taking(p)) {
         if settled[i] {
             continue;
         }
@@ -214,13 +294,32 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
     }
 
     for (i, p) in policies.iter().enumerate().filter(|(_, p)| p.shadow) {
+        if let Some(side) = &p.budget {
+            // Decided and reported, never enforced; charged after the response only
+            // when it admitted (a request it would refuse would never have run), and
+            // not a bound on the handler's `Budget::remaining`.
+            match peek_budget(p, side, parts, at_once).await {
+                Budgeted::Admit {
+                    decision, bound, ..
+                } => {
+                    admitted.reports.push(Report {
+                        policy: i,
+                        decision: Some(decision),
+                    });
+                    budgets.push(bound, None);
+                }
+                Budgeted::Deny(decision) => admitted.reports.push(Report {
+                    policy: i,
+                    decision,
+                }),
+                Budgeted::Failed(_) => {}
+                Budgeted::NoKey => shadow_missing(p, parts),
+            }
+            continue;
+        }
         let cost = p.cost_of(parts);
         let Some(acq) = p.backend.acquire(parts, cost) else {
-            // A shadow policy never refuses; under the default it says why, once.
-            p.count_missing();
-            if p.missing == MissingKey::Fail {
-                p.report_missing_once(&no_key_detail(p, parts));
-            }
+            shadow_missing(p, parts);
             continue;
         };
         // A shadow policy's failure never touches the request.
@@ -231,7 +330,16 @@ pub(crate) async fn decide(policies: &[Policy], parts: &Parts, at_once: bool) ->
             });
         }
     }
-    Verdict::Pass(Reports::Many(admitted.reports))
+    Verdict::Pass(Reports::Many(admitted.reports), budgets)
+}
+
+/// A shadow policy never refuses a request it cannot key; under the default it says
+/// why, once.
+fn shadow_missing(p: &Policy, parts: &Parts) {
+    p.count_missing();
+    if p.missing == MissingKey::Fail {
+        p.report_missing_once(&no_key_detail(p, parts));
+    }
 }
 
 /// What the default [`MissingKey::Fail`] answers and reports: the policy and why its
@@ -251,12 +359,12 @@ impl Wake for Noop {
     fn wake(self: Arc<Self>) {}
 }
 
-/// One enforced policy whose backend answers at once: the common case, decided with no
-/// allocation.
+/// One enforced policy (not a budget) whose backend answers at once: the common case,
+/// decided with no allocation.
 fn decide_one(p: &Policy, parts: &Parts) -> Verdict {
     let cost = p.cost_of(parts);
     let Some(mut acq) = p.backend.acquire(parts, cost) else {
-        return missing(p, 0).unwrap_or(Verdict::Pass(Reports::None));
+        return missing(p, 0).unwrap_or(Verdict::Pass(Reports::None, Admitted::default()));
     };
     let result = acq.now().unwrap_or_else(|| {
         Err(BackendError::unavailable(
@@ -270,7 +378,7 @@ fn decide_one(p: &Policy, parts: &Parts) -> Verdict {
         })
     };
     match result {
-        Ok(d) if d.is_allowed() => Verdict::Pass(report(Some(d))),
+        Ok(d) if d.is_allowed() => Verdict::Pass(report(Some(d)), Admitted::default()),
         Ok(d) => Verdict::Deny(report(Some(d))),
         Err(BackendError::Capacity(_)) => Verdict::Deny(report(None)),
         Err(e) => Verdict::Failed(0, e),
@@ -280,7 +388,7 @@ fn decide_one(p: &Policy, parts: &Parts) -> Verdict {
 /// Runs [`decide`] for backends that all answer at once: one poll completes it.
 pub(crate) fn decide_now(policies: &[Policy], parts: &Parts) -> Verdict {
     if let [p] = policies {
-        if !p.shadow {
+        if !p.shadow && p.budget.is_none() {
             return decide_one(p, parts);
         }
     }

@@ -40,6 +40,37 @@
 //! connections, not behind its TLS or a custom incoming stream), or [`PeerAddr`], which a
 //! plain hyper server inserts itself (see its documentation).
 //!
+//! # Token budgets
+//!
+//! A cost known only once the response is done (LLM tokens, streamed bytes) takes a
+//! budget policy ([`Policy::budget`]): the layer admits a request while its key has
+//! anything left, by a peek that takes nothing, and inserts a [`Budget`] into the
+//! request's extensions; the handler records the real cost in it (as often as it likes,
+//! while streaming); the layer charges the total when the response body ends, or when it
+//! is dropped early (a client that went away is charged what was recorded until then),
+//! exactly once. A charge past the quota puts the key in debt, and its next requests are
+//! refused with a `Retry-After` that says when the debt is paid. The protocol is on
+//! [`Budget`]; `examples/llm_budget.rs` limits tokens per API key.
+//!
+//! ```
+//! # #[cfg(feature = "axum")]
+//! # fn app() -> Result<axum::Router, Box<dyn std::error::Error>> {
+//! use axum::routing::post;
+//! use tollgate::http::{Budget, HeaderKey, Policy, RateLimitLayer};
+//! use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+//!
+//! let tokens = KeyedRateLimiter::<String>::builder(Algorithm::TokenBucket, Quota::per_minute(10_000)).build()?;
+//! let layer = RateLimitLayer::new(Policy::budget("tokens", tokens, HeaderKey::new("x-api-key")?));
+//! Ok(axum::Router::new()
+//!     .route("/complete", post(|budget: Budget, prompt: String| async move {
+//!         let answer = format!("echo: {prompt}");
+//!         budget.charge(answer.split_whitespace().count() as u32);
+//!         answer
+//!     }))
+//!     .layer(layer))
+//! # }
+//! ```
+//!
 //! A request a policy cannot key (no peer address, no API-key header) is refused by
 //! default ([`MissingKey::Fail`]): `500 Internal Server Error` (gRPC: INTERNAL) with a
 //! message naming the policy and the cause, such as an axum app served without
@@ -48,6 +79,7 @@
 
 mod backend;
 mod body;
+mod budget;
 mod client_ip;
 mod decide;
 #[cfg(feature = "grpc")]
@@ -57,8 +89,9 @@ mod layer;
 mod policy;
 mod response;
 
-pub use backend::{Acquire, Backend, BackendError, Undo};
+pub use backend::{Acquire, Backend, BackendError, BudgetBackend, Undo};
 pub use body::ResponseBody;
+pub use budget::Budget;
 pub use client_ip::{CidrError, ClientIp, PeerAddr};
 pub use key::{Global, HeaderKey, KeyExtractor, MethodRoute};
 pub use layer::{OnBackendError, RateLimit, RateLimitLayer, ResponseFuture};

@@ -3,7 +3,12 @@
 
 mod axum_server;
 mod backends;
+mod budget;
 mod grpc;
+// The example's gateway, which tests/http/budget.rs serves.
+#[allow(dead_code)]
+#[path = "../../examples/llm_budget.rs"]
+mod llm_budget;
 mod missing_key;
 mod readme;
 #[cfg(feature = "redis")]

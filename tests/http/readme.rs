@@ -280,16 +280,19 @@ fn examples_and_blocks_use_only_the_crates_the_readme_adds() {
         problems.extend(undeclared("the middleware section's rust block", code, d));
     }
 
-    // Each `cargo run --example NAME --features F` against the block that enables F.
+    // Each `cargo run --example NAME --features F` against the nearest block before it
+    // that enables F (an example's own block follows the others).
     let mut examples = 0;
-    for line in middleware.split("cargo run --example ").skip(1) {
+    for (at, _) in middleware.match_indices("cargo run --example ") {
+        let line = &middleware[at + "cargo run --example ".len()..];
         let mut words = line.split_whitespace();
         let name = word(words.next());
         assert_eq!(words.next(), Some("--features"), "{line}");
         let feature = word(words.next());
         let Some((_, d)) = tomls
             .iter()
-            .find(|(_, d)| d.tollgate_features.iter().any(|f| f == feature))
+            .rev()
+            .find(|(t, d)| *t < at && d.tollgate_features.iter().any(|f| f == feature))
         else {
             problems.push(format!(
                 "examples/{name}.rs: no dependency block enables tollgate's {feature:?} feature"
@@ -302,8 +305,8 @@ fn examples_and_blocks_use_only_the_crates_the_readme_adds() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(
-        examples >= 2,
-        "the section points at the axum and grpc examples"
+        examples >= 3,
+        "the section points at the axum, grpc and llm_budget examples"
     );
 }
 

@@ -19,7 +19,11 @@ fn app(layer: RateLimitLayer) -> axum::Router {
 
 /// Serves `GET /` ("ok") behind `layer` and returns the address.
 pub(crate) async fn serve(layer: RateLimitLayer) -> SocketAddr {
-    let app = app(layer);
+    serve_app(app(layer)).await
+}
+
+/// Serves `app` on 127.0.0.1 (with the peer address recorded) and returns the address.
+pub(crate) async fn serve_app(app: axum::Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {

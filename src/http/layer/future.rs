@@ -9,6 +9,7 @@ use http::{HeaderMap, Response};
 use pin_project_lite::pin_project;
 
 use crate::http::body::ResponseBody;
+use crate::http::budget::Settlement;
 use crate::http::response::{Fields, RATELIMIT, RATELIMIT_POLICY};
 
 type BoxResponse<B, E> = Pin<Box<dyn Future<Output = Result<Response<ResponseBody<B>>, E>> + Send>>;
@@ -33,7 +34,9 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     pub(super) enum Kind<F, B, E> {
-        Inner { #[pin] future: F, headers: Option<Fields> },
+        // `settle`: what a layer with budget policies charges after the response (on
+        // the body's end, or when the future or the body is dropped first).
+        Inner { #[pin] future: F, headers: Option<Fields>, settle: Option<Box<Settlement>> },
         // Boxed: a refusal allocates its body anyway, and the admitted path's future
         // stays small.
         Refused { response: Option<Box<Response<ResponseBody<B>>>> },
@@ -49,9 +52,15 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Inner { future, headers } => {
-                let resp = std::task::ready!(future.poll(cx))?;
-                Poll::Ready(Ok(finish(resp, headers.take())))
+            KindProj::Inner {
+                future,
+                headers,
+                settle,
+            } => {
+                let result = std::task::ready!(future.poll(cx));
+                // On an error, dropped here: what the handler recorded is charged now.
+                let settle = settle.take();
+                Poll::Ready(Ok(finish(result?, headers.take(), settle)))
             }
             KindProj::Refused { response } => match response.take() {
                 Some(r) => Poll::Ready(Ok(*r)),
@@ -62,12 +71,16 @@ where
     }
 }
 
-pub(super) fn finish<B>(resp: Response<B>, headers: Option<Fields>) -> Response<ResponseBody<B>> {
+pub(super) fn finish<B>(
+    resp: Response<B>,
+    headers: Option<Fields>,
+    settle: Option<Box<Settlement>>,
+) -> Response<ResponseBody<B>> {
     let (mut parts, body) = resp.into_parts();
     if let Some(h) = headers {
         merge(&mut parts.headers, h);
     }
-    Response::from_parts(parts, ResponseBody::inner(body))
+    Response::from_parts(parts, ResponseBody::inner(body, settle))
 }
 
 /// Adds this layer's fields to a response that an inner layer (or the service) may have

@@ -15,6 +15,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::body::ResponseBody;
+use super::budget::Settlement;
 use super::decide::{decide, decide_now};
 use super::policy::Policy;
 use super::response::{policy_header, Headers};
@@ -51,6 +52,8 @@ struct Config {
     headers: Headers,
     on_error: OnBackendError,
     at_once: bool,
+    /// Whether any policy is a budget: forwarded requests then get a `Budget` handle.
+    budgets: bool,
 }
 
 /// A tower [`Layer`] that rate-limits requests by one or more [`Policy`]s.
@@ -105,6 +108,7 @@ impl RateLimitLayer {
                     policy: policy_header(&policies),
                 },
                 at_once: policies.iter().all(|p| !p.backend.is_async()),
+                budgets: policies.iter().any(Policy::is_budget),
                 policies,
                 on_error: OnBackendError::Status(StatusCode::SERVICE_UNAVAILABLE),
             }),
@@ -121,7 +125,8 @@ impl RateLimitLayer {
     /// first peeked and then acquired (for a Redis exact backend, two round trips). Between
     /// the peek and the acquire another request may take the last capacity of a later
     /// policy; the earlier ones are then given back through [`Backend::release`](super::Backend::release) where the
-    /// backend can (see there).
+    /// backend can (see there). Budget policies ([`Policy::budget`]) take nothing at
+    /// admission: they are asked first, and charged after the response.
     ///
     /// # Example
     ///
@@ -143,6 +148,7 @@ impl RateLimitLayer {
             c.policies = all.into();
             c.headers.policy = policy_header(&c.policies);
             c.at_once = c.policies.iter().all(|p| !p.backend.is_async());
+            c.budgets = c.policies.iter().any(Policy::is_budget);
         })
     }
 
@@ -280,14 +286,21 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
         if self.config.at_once {
             let verdict = decide_now(&self.config.policies, &parts);
             let kind = match next(&self.config, &parts, verdict) {
-                Next::Forward(headers) => Kind::Inner {
-                    future: self.inner.call(Request::from_parts(parts, body)),
-                    headers,
-                },
+                Next::Forward(headers, budgets) => {
+                    let settle = self
+                        .config
+                        .budgets
+                        .then(|| Settlement::new(budgets, &mut parts.extensions));
+                    Kind::Inner {
+                        future: self.inner.call(Request::from_parts(parts, body)),
+                        headers,
+                        settle,
+                    }
+                }
                 Next::Refuse(r) => Kind::Refused {
                     response: Some(Box::new(r)),
                 },
@@ -301,9 +314,13 @@ where
         let future = Box::pin(async move {
             let verdict = decide(&config.policies, &parts, false).await;
             match next(&config, &parts, verdict) {
-                Next::Forward(headers) => {
+                Next::Forward(headers, budgets) => {
+                    let settle = config
+                        .budgets
+                        .then(|| Settlement::new(budgets, &mut parts.extensions));
+                    // An error drops `settle` on the way out: what was recorded is charged.
                     let resp = inner.call(Request::from_parts(parts, body)).await?;
-                    Ok(finish(resp, headers))
+                    Ok(finish(resp, headers, settle))
                 }
                 Next::Refuse(r) => Ok(r),
             }

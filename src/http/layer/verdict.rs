@@ -5,6 +5,7 @@ use http::{Response, StatusCode};
 
 use super::{Config, OnBackendError};
 use crate::http::body::ResponseBody;
+use crate::http::budget::Admitted;
 use crate::http::decide::{no_key_detail, Verdict};
 #[cfg(feature = "metrics")]
 use crate::http::policy::Policy;
@@ -12,8 +13,9 @@ use crate::http::response::{fields, is_grpc, refuse, retry_after, Fields, Refusa
 
 /// What the service does after the decision.
 pub(super) enum Next<B> {
-    /// Call the inner service; add these headers to its response.
-    Forward(Option<Fields>),
+    /// Call the inner service; add these headers to its response; charge these budget
+    /// policies after it.
+    Forward(Option<Fields>, Admitted),
     Refuse(Response<ResponseBody<B>>),
 }
 
@@ -21,7 +23,7 @@ pub(super) enum Next<B> {
 #[cfg(feature = "metrics")]
 fn record(policies: &[Policy], verdict: &Verdict) {
     match verdict {
-        Verdict::Pass(reports) => {
+        Verdict::Pass(reports, _) => {
             for r in reports.iter() {
                 let c = &policies[r.policy].counters;
                 if r.denied() { &c.shadow } else { &c.allowed }.increment(1);
@@ -46,13 +48,13 @@ pub(super) fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Ve
     // Read only when refusing: the admitted path does not look at the content type.
     let grpc = || is_grpc(&parts.headers);
     match verdict {
-        Verdict::Pass(reports) => {
+        Verdict::Pass(reports, budgets) => {
             let h = &config.headers;
             if h.on_allowed || h.legacy {
                 let f = fields(h, policies, &reports, h.on_allowed);
-                Next::Forward((!f.is_empty()).then_some(f))
+                Next::Forward((!f.is_empty()).then_some(f), budgets)
             } else {
-                Next::Forward(None)
+                Next::Forward(None, budgets)
             }
         }
         Verdict::Deny(reports) => {
@@ -100,7 +102,7 @@ pub(super) fn next<B>(config: &Config, parts: &http::request::Parts, verdict: Ve
             ))
         }
         Verdict::Failed(i, e) => match config.on_error {
-            OnBackendError::Allow => Next::Forward(None),
+            OnBackendError::Allow => Next::Forward(None, Admitted::default()),
             OnBackendError::Status(status) => Next::Refuse(refuse(
                 grpc(),
                 &Refusal {
