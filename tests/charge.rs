@@ -582,3 +582,48 @@ fn charges_racing_checks_admit_no_more_and_lose_nothing() {
         }
     }
 }
+
+/// Any bound on the debt is accepted (issue 30 review: `max_owed · T` overflowed u64 for
+/// a slow quota, a panic in debug and a wrapped bound in release): the debt then ends
+/// at the engine's longest wait, about 36 years.
+#[test]
+fn any_debt_bound_is_taken_without_overflow() {
+    let clock = ManualClock::new();
+    let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_hour(5))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let c = l.charge_owing(u32::MAX, u32::MAX);
+    // 36 years at 12 minutes a request: about 1.6 million owed, the rest dropped.
+    assert!(c.owed() > 1_000_000 && c.owed() < 2_000_000, "{c:?}");
+    assert_eq!(c.taken() + c.dropped(), u32::MAX);
+    assert!(!l.check().is_allowed());
+}
+
+/// A log charge read at a time older than the newest entry (another thread's later
+/// reading) is logged at that entry's time and is no booking: later stale readings are
+/// decided as after a check made there (issue 30 review: they were queued as behind a
+/// reservation, and denied).
+#[test]
+fn a_stale_log_charge_is_no_booking() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    #[derive(Clone)]
+    struct Settable(Arc<AtomicU64>);
+    impl tollgate::Clock for Settable {
+        fn now(&self) -> u64 {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+    let t = Arc::new(AtomicU64::new(10_000_000));
+    let l = RateLimiter::builder(Algorithm::SlidingLog, Quota::per_second(4))
+        .clock(Settable(t.clone()))
+        .build()
+        .unwrap();
+    assert!(l.check().is_allowed()); // the newest entry at 10 ms
+    t.store(5_000_000, Ordering::SeqCst); // readings from a thread that read earlier
+    assert!(l.charge(1).fit());
+    let d = l.check();
+    assert!(d.is_allowed(), "{d:?}");
+    assert_eq!(d.remaining(), 1);
+}

@@ -312,7 +312,10 @@ impl Gcra {
     ) -> (Option<u64>, Reserved) {
         let base = tat.max(now);
         let full = now + self.tau;
-        let debt = (u64::from(max_owed) * self.t).min(super::booking::MAX_WAIT_NS);
+        // Saturating: `max_owed` may be any u32, `T` up to the horizon.
+        let debt = u64::from(max_owed)
+            .saturating_mul(self.t)
+            .min(super::booking::MAX_WAIT_NS);
         let room = (full + debt).saturating_sub(base) / self.t;
         let taken = u64::from(cost).min(room) as u32;
         let new_tat = base + u64::from(taken) * self.t;

@@ -62,7 +62,10 @@ impl SlidingLog {
         ring.head = ring.wrap(logged) as u32;
         if logged > 0 {
             ring.newest = at;
-            ring.booked = at > reading;
+            // Still booked only while a booking for a later time is pending (the charge
+            // was logged at its time); a stale reading logs at the newest entry, which
+            // is no booking.
+            ring.booked = ring.booked && at > reading;
             ring.writes = ring.writes.wrapping_add(1) & ring::WRITES;
         }
         let counted = Counted {
