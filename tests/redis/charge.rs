@@ -9,7 +9,7 @@ use crate::server::RedisServer;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tollgate::redis::{redis, HybridRateLimiter, RedisRateLimiter};
+use tollgate::redis::{redis, Error, HybridRateLimiter, RedisRateLimiter};
 use tollgate::{Algorithm, Decision, ManualClock, Quota, RateLimiter};
 
 /// Durations in whole microseconds, rounded up (the scripts compute in µs).
@@ -395,6 +395,47 @@ async fn concurrent_charges_and_checks_count_everything_once() {
                 "{algorithm:?}: {held} held past the budget and its bound"
             );
         }
+    }
+}
+
+/// A charge or a give-back on a key holding another algorithm's state is a clear
+/// error (`Error::ForeignState`), never a panic or a decision on a guess, and writes
+/// nothing.
+#[tokio::test]
+async fn a_charge_on_foreign_state_is_an_error() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(1_000));
+    let quota = Quota::per_minute(5);
+    for (i, algorithm) in Algorithm::ALL.into_iter().enumerate() {
+        // Every algorithm's prefix holds the next one's state.
+        let other = Algorithm::ALL[(i + 2) % Algorithm::ALL.len()];
+        let prefix = format!("foreign:{i}");
+        let writer = remote(&server, other, quota, &prefix, Some(&clock)).await;
+        assert!(writer.check("k").await.unwrap().is_allowed());
+        let before: Vec<u8> = redis::cmd("DUMP")
+            .arg(writer.redis_key("k"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let l = remote(&server, algorithm, quota, &prefix, Some(&clock)).await;
+        let e = l.charge("k", 3).await.unwrap_err();
+        assert!(
+            matches!(e, Error::ForeignState(_)),
+            "{algorithm:?} on {other:?}: {e}"
+        );
+        let e = l.give_back("k", 3).await.unwrap_err();
+        assert!(
+            matches!(e, Error::ForeignState(_)),
+            "{algorithm:?} on {other:?}: {e}"
+        );
+        let after: Vec<u8> = redis::cmd("DUMP")
+            .arg(writer.redis_key("k"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(before, after, "{algorithm:?} on {other:?}");
     }
 }
 
