@@ -10,6 +10,10 @@
 //!   round trip per sync interval for all keys that changed. The global total can
 //!   overshoot the limit by a bounded amount (see [`HybridRateLimiter`]).
 //!
+//! Both have the token-budget verbs (`charge`, `charge_owing`, `give_back`: a cost known
+//! only after the work, taken whatever is left): exact in one script per call on the
+//! exact mode ([`RedisCharge`]), local within the overshoot bound on the hybrid mode.
+//!
 //! Key layout: `<prefix>:{<key>}` for the exact mode (one Redis key per limited key),
 //! `<prefix>:{<key>}:<window index>` for the hybrid mode. The `{…}` hash tag puts all
 //! of one key's data in one Redis Cluster slot, so every script touches one slot.
@@ -44,7 +48,9 @@ mod key;
 mod knobs;
 
 pub use error::Error;
-pub use exact::{check_all, Fallback, RedisRateLimiter, RedisRateLimiterBuilder, RedisStats};
+pub use exact::{
+    check_all, Fallback, RedisCharge, RedisRateLimiter, RedisRateLimiterBuilder, RedisStats,
+};
 pub use hybrid::{HybridRateLimiter, HybridRateLimiterBuilder, HybridStats};
 pub(crate) use key::KeyName;
 pub use key::{RedisKey, KEY_BUF};

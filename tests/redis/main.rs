@@ -5,6 +5,7 @@
 #![cfg(feature = "redis")]
 
 mod carry_over;
+mod charge;
 mod cluster;
 mod differential;
 mod edges;

@@ -6,12 +6,14 @@
 //! builder.
 
 mod builder;
+mod charge;
 mod decide;
 mod fallback;
 mod multi;
 mod plan;
 
 pub use builder::RedisRateLimiterBuilder;
+pub use charge::RedisCharge;
 use decide::parse;
 pub use fallback::Fallback;
 use fallback::{FallbackClock, FallbackState};

@@ -11,6 +11,7 @@ pub(super) const SLIDING_WINDOW: &str = include_str!("../scripts/sliding_window.
 pub(super) const SLIDING_LOG: &str = include_str!("../scripts/sliding_log.lua");
 pub(super) const SINGLE: &str = include_str!("../scripts/single.lua");
 pub(super) const MULTI: &str = include_str!("../scripts/multi.lua");
+pub(super) const CHARGE: &str = include_str!("../scripts/charge.lua");
 
 /// The largest span (µs) a quota may need: with times up to [`MAX_TIME_US`], every sum
 /// the scripts form (at most a time plus three spans: a bucket's debt converted from

@@ -91,8 +91,8 @@ impl HybridRateLimiterBuilder {
     }
 
     /// The bytes [`build`](Self::build) will allocate for the key table, without
-    /// allocating them: about 178 bytes per key of [`max_keys`](Self::max_keys)
-    /// (1.48 slots of 112 bytes), plus each tracked key's name once it is seen.
+    /// allocating them: about 202 bytes per key of [`max_keys`](Self::max_keys)
+    /// (1.48 slots of 136 bytes), plus each tracked key's name once it is seen.
     ///
     /// # Errors
     ///

@@ -15,22 +15,56 @@ pub(super) struct Win {
     pub(super) own: u64,
     /// Our cumulative count as included in `global`.
     pub(super) own_synced: u64,
+    /// Our cumulative give-backs in this window (of anyone's admissions: a stateless
+    /// caller gives back what it is told), a field of their own in Redis (`<id>:g`),
+    /// subtracted from the sum. 32 bits, which keep a slot 16 bytes larger than without
+    /// give-backs rather than 32: give-backs past `u32::MAX` in one window and instance
+    /// are not made (see [`give`](Self::give)), which never counts less than the truth.
+    pub(super) given: u32,
+    /// Our cumulative give-backs as included in `global`.
+    pub(super) given_synced: u32,
 }
 
 impl Win {
     /// The global count as this instance sees it: the last global count with our own
     /// admissions since then.
     pub(super) fn estimate(&self) -> u64 {
-        self.global.saturating_sub(self.own_synced) + self.own
+        // Everyone else's share of the last global count (ours in it was
+        // `own_synced − given_synced`; theirs is below 0 when they gave back what we
+        // admitted), then ours as it is now; never below 0. Without give-backs the
+        // global count holds our field, so theirs is never below 0.
+        let others =
+            i128::from(self.global) - i128::from(self.own_synced) + i128::from(self.given_synced);
+        (others + i128::from(self.own) - i128::from(self.given)).clamp(0, i128::from(u64::MAX))
+            as u64
     }
 
     /// What a sync writes for this window: our count, or -1 when we never admitted
     /// anything in it (read only, so no empty hash is created).
     pub(super) fn to_send(self) -> i64 {
-        if self.own == 0 {
+        Self::send(self.own)
+    }
+
+    /// What a sync writes for this window's give-backs: our cumulative count of them,
+    /// or -1 when we never gave anything back in it.
+    pub(super) fn given_to_send(self) -> i64 {
+        Self::send(u64::from(self.given))
+    }
+
+    /// Gives back up to `n` of this window's count as this instance sees it (never
+    /// below 0, and no more than the give-back count holds); returns how many.
+    pub(super) fn give(&mut self, n: u64) -> u64 {
+        let given = n.min(self.estimate()).min(u64::from(u32::MAX - self.given));
+        // given <= u32::MAX - self.given.
+        self.given += given as u32;
+        given
+    }
+
+    fn send(count: u64) -> i64 {
+        if count == 0 {
             -1
         } else {
-            i64::try_from(self.own).unwrap_or(i64::MAX)
+            i64::try_from(count).unwrap_or(i64::MAX)
         }
     }
 }
@@ -51,7 +85,11 @@ impl Entry {
     /// Whether the next sync must include this key: it has admissions Redis has not
     /// confirmed, or it was used since the last sync (so others' counts matter).
     pub(super) fn dirty(&self) -> bool {
-        self.touched || self.w.iter().any(|w| w.own != w.own_synced)
+        self.touched
+            || self
+                .w
+                .iter()
+                .any(|w| w.own != w.own_synced || w.given != w.given_synced)
     }
 
     /// Whether the entry says nothing any more at `now`: its window `k` (in its own

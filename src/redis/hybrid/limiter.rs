@@ -2,7 +2,7 @@
 
 use super::decide::Inner;
 use super::plan::Plan;
-use super::{Error, HybridRateLimiterBuilder, HybridStats};
+use super::{Error, HybridRateLimiterBuilder, HybridStats, RedisCharge};
 use super::{RedisKey, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT, KEY_BUF};
 use crate::sync::{PlainOrdering as Ordering, StdArc as Arc};
 use crate::{Algorithm, ConfigError, Decision, InsufficientCapacity, Quota};
@@ -14,7 +14,8 @@ use std::time::Duration;
 ///
 /// Each instance counts its own admissions per key and window. Redis keeps, per key
 /// and window, a hash with one field per instance: that instance's *cumulative*
-/// admissions in the window. A background task, every sync interval `I`, sets this
+/// admissions in the window (charges included; its give-backs in a field of their own,
+/// see [`give_back`](Self::give_back)). A background task, every sync interval `I`, sets this
 /// instance's fields for the keys that changed or were used since the last sync and
 /// reads back their global counts (the fields summed), in one pipelined round trip
 /// per 2,000 keys (one atomic script per key; the hash's TTL is set with every write). Setting a
@@ -159,6 +160,101 @@ impl HybridRateLimiter {
         }
         let mut buf = [0; KEY_BUF];
         Ok(self.inner.decide(key.key_bytes(&mut buf), n))
+    }
+
+    /// Charges `n` to `key` whatever is left, never denied, locally (no await): for a
+    /// cost known only once the work is done. The in-process window's charge
+    /// ([`RateLimiter::charge`](crate::RateLimiter::charge)) on this instance's view of
+    /// the global counts: the current window's count may pass the limit by one burst
+    /// (the limit; [`charge_owing`](Self::charge_owing) sets another bound), the part
+    /// past that is not counted ([`RedisCharge::dropped`]), and the key's next requests
+    /// are denied while the window still weighs what it owes. The charged requests go
+    /// to Redis with the next sync, as admissions do.
+    ///
+    /// Not exact, as nothing in this mode is: other instances' charges and admissions
+    /// since the last sync are not in the view, so one window's global count exceeds
+    /// the limit plus `max_owed` by at most the mode's overshoot bound (see
+    /// [`HybridRateLimiter`]), with `r` counting charged requests as admissions.
+    ///
+    /// A new key while the table is full is not counted
+    /// ([`tracked`](RedisCharge::tracked) is `false`, the whole cost is dropped).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
+    /// // 20,000 tokens a second per tenant: check before, charge what was used.
+    /// if limiter.check_n("tenant-3", 0).map_or(false, |d| d.remaining() > 0) {
+    ///     let c = limiter.charge("tenant-3", 1_250);
+    ///     println!("owed {}, dropped {}", c.owed(), c.dropped());
+    /// }
+    /// # }
+    /// ```
+    pub fn charge<K: RedisKey + ?Sized>(&self, key: &K, n: u32) -> RedisCharge {
+        let max_owed = self.inner.plan.load().limit();
+        self.charge_owing(key, n, max_owed)
+    }
+
+    /// [`charge`](Self::charge) with the most the key may owe after it set to
+    /// `max_owed` requests past the limit.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
+    /// let c = limiter.charge_owing("tenant-3", 50_000, 0); // never past the limit
+    /// assert_eq!(c.owed(), 0);
+    /// # }
+    /// ```
+    pub fn charge_owing<K: RedisKey + ?Sized>(
+        &self,
+        key: &K,
+        n: u32,
+        max_owed: u32,
+    ) -> RedisCharge {
+        let mut buf = [0; KEY_BUF];
+        match self.inner.charge(key.key_bytes(&mut buf), n, max_owed) {
+            Some((d, taken, owed, dropped)) => RedisCharge::new(d, taken, owed, dropped, true),
+            None => {
+                // Refused: the table holds max_keys live keys.
+                let plan = self.inner.plan.load();
+                let p = plan.period_ns;
+                let wait = p - self.inner.now_ns() % p;
+                let d = Decision::deny(plan.limit(), 0, wait, wait);
+                RedisCharge::new(d, 0, 0, n, false)
+            }
+        }
+    }
+
+    /// Gives `n` back to `key` locally, never below 0 as this instance sees the key's
+    /// counts; returns how many requests were given back. From the counts that still
+    /// weigh, the current window's first (the sliding window's previous one next), as
+    /// the in-process [`RateLimiter::give_back`](crate::RateLimiter::give_back) does.
+    /// A key this instance does not track gives nothing back (its counts are not
+    /// known here).
+    ///
+    /// The give-backs go to Redis with the next sync, as a count of their own per
+    /// instance and window (`<id>:g` in the window's hash), only ever raised as the
+    /// admissions are: a sync retried or late counts nothing twice, and the global
+    /// count is the admissions less the give-backs, never read below 0. Two
+    /// instances giving back the same requests between two syncs (each sees them in
+    /// its view) give back twice: a caller that gives back only what it charged never
+    /// does. An instance of an earlier version adds the give-backs instead (it never
+    /// counts less than the truth).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
+    /// let c = limiter.charge("tenant-3", 1_250);
+    /// // The stream was cut short: 400 tokens were never sent.
+    /// assert!(limiter.give_back("tenant-3", 400) <= 400);
+    /// # let _ = c;
+    /// # }
+    /// ```
+    pub fn give_back<K: RedisKey + ?Sized>(&self, key: &K, n: u32) -> u32 {
+        let mut buf = [0; KEY_BUF];
+        self.inner.give_back(key.key_bytes(&mut buf), n)
     }
 
     /// Syncs now (what the background task does every interval): sends the unsent

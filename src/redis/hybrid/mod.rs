@@ -20,8 +20,8 @@ pub use builder::HybridRateLimiterBuilder;
 pub use limiter::HybridRateLimiter;
 
 use super::{
-    bounded, lock, Connection, Error, KeyName, RedisKey, Target, TimeSource, DEFAULT_PREFIX,
-    DEFAULT_TIMEOUT, KEY_BUF,
+    bounded, lock, Connection, Error, KeyName, RedisCharge, RedisKey, Target, TimeSource,
+    DEFAULT_PREFIX, DEFAULT_TIMEOUT, KEY_BUF,
 };
 
 /// Counters of a [`HybridRateLimiter`] (all its clones together).

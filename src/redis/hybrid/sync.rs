@@ -40,6 +40,9 @@ struct Sent {
     period_ns: u64,
     own: [u64; 2],
     send: [i64; 2],
+    /// The cumulative give-backs sent, and what is sent for them.
+    given: [u32; 2],
+    send_given: [i64; 2],
 }
 
 impl Inner {
@@ -62,6 +65,8 @@ impl Inner {
                 period_ns: e.period_ns,
                 own: [e.w[0].own, e.w[1].own],
                 send: [e.w[0].to_send(), e.w[1].to_send()],
+                given: [e.w[0].given, e.w[1].given],
+                send_given: [e.w[0].given_to_send(), e.w[1].given_to_send()],
             });
         });
         if sent.is_empty() {
@@ -202,8 +207,11 @@ impl Inner {
             call.arg(&self.instance);
             for s in batch {
                 // Window k − 1 does not exist before window 1.
-                call.arg(if s.k == 0 { -1 } else { s.send[0] })
+                let first = |v: i64| if s.k == 0 { -1 } else { v };
+                call.arg(first(s.send[0]))
                     .arg(s.send[1])
+                    .arg(first(s.send_given[0]))
+                    .arg(s.send_given[1])
                     .arg(ttl(s.k.saturating_sub(1), s.period_ns))
                     .arg(ttl(s.k, s.period_ns));
             }
@@ -228,12 +236,15 @@ impl Inner {
             if s.k > 0 {
                 e.w[0].global = g_prev;
                 e.w[0].own_synced = s.own[0];
+                e.w[0].given_synced = s.given[0];
             }
             e.w[1].global = g_curr;
             e.w[1].own_synced = s.own[1];
+            e.w[1].given_synced = s.given[1];
         } else if e.k == s.k + 1 {
             e.w[0].global = g_curr;
             e.w[0].own_synced = s.own[1];
+            e.w[0].given_synced = s.given[1];
         }
     }
 

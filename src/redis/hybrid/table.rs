@@ -35,7 +35,7 @@ use crate::Decision;
 
 /// The hybrid limiter's fixed-capacity key table.
 ///
-/// Memory: slots of 120 bytes (on 64-bit targets), one occupancy bit per slot,
+/// Memory: slots of 136 bytes (on 64-bit targets), one occupancy bit per slot,
 /// the shard counters, the claim locks and the decision counters, all allocated at
 /// build.
 pub(super) type KeyTable = LockedTable<HybridEntry>;
@@ -204,6 +204,15 @@ impl LockedTable<HybridEntry> {
         }
     }
 
+    /// Runs `f` on `key`'s entry under its slot's lock, when the table holds the key
+    /// (nothing is inserted: `None` otherwise).
+    pub(super) fn with_key<R>(&self, key: &[u8], f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        let h = self.ext().hasher.hash_one(key);
+        let loc = self.geo().locate(h);
+        let (_, mut held) = self.find(fingerprint(h), key, &loc)?;
+        Some(f(&mut held.entry.counts))
+    }
+
     /// A sync's walk at `now`: drops the entries idle at `now` (see [`Entry::idle`]),
     /// and hands each dirty one to `each(slot, key, entry)` after clearing its
     /// `touched` mark. Each slot's lock is held only to copy the entry and clone the
@@ -267,8 +276,8 @@ mod tests {
     /// The slot size the type's doc states.
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn a_slot_takes_120_bytes() {
-        assert_eq!(KeyTable::SLOT_BYTES, 120);
+    fn a_slot_takes_136_bytes() {
+        assert_eq!(KeyTable::SLOT_BYTES, 136);
     }
 
     /// `max_keys(n)` holds exactly n keys, for sizes whose groups are smaller than

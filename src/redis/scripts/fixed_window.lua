@@ -31,7 +31,12 @@ local function fixed_window(key, now, cost, grace, a1, a2)
     if sc + cost <= limit then
       wait = start - now
     end
-    return {0, 0, start + p - now, wait, 0}, nil
+    -- The state's own reset time: none when it counts nothing (a give-back emptied it).
+    local reset = 0
+    if sc > 0 then
+      reset = start + p - now
+    end
+    return {0, 0, reset, wait, 0}, nil
   end
   -- A zero-cost peek of a stale reading is decided in the state's window (time never
   -- runs backwards).
@@ -41,7 +46,9 @@ local function fixed_window(key, now, cost, grace, a1, a2)
     count = sc
   end
   local finish = (k + 1) * p
-  if count + cost <= limit then
+  -- A zero-cost peek asks for nothing: always allowed, even on a count past the limit
+  -- (a charge's debt, or a lowered limit), with nothing remaining.
+  if cost == 0 or count + cost <= limit then
     count = count + cost
     local reset = 0
     if count > 0 then
@@ -54,7 +61,7 @@ local function fixed_window(key, now, cost, grace, a1, a2)
         redis.call('PEXPIRE', key, ttl_ms(finish - now, grace))
       end
     end
-    return {1, limit - count, reset, 0, 0}, write
+    return {1, math.max(0, limit - count), reset, 0, 0}, write
   end
   local wait = finish - now
   -- The count may exceed the limit when a deployment lowered it under the same prefix:
