@@ -224,6 +224,15 @@ impl Entries {
         self.v.remove(i);
     }
 
+    /// The sliding window's weighted count at `t`: `prev·(P − e) + curr·P` (requests ×
+    /// P), what still counts of the previous window and the current one.
+    pub fn weighted(&self, t: u128, p: &Params) -> u128 {
+        let k = t / p.period;
+        let e = t - k * p.period;
+        let prev = if k == 0 { 0 } else { self.count(k - 1, p) };
+        prev * (p.period - e) + self.count(k, p) * p.period
+    }
+
     /// What the entry has used, under each reading of README's "a window's count, the
     /// log's entries in the period": (the current window's count, every counted request).
     pub fn used(&self, t: u128, p: &Params) -> (u128, u128) {

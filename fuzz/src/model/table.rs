@@ -128,7 +128,11 @@ impl Table {
             .map(|(&k, l)| (k, l.as_ref().expect("filtered")))
             .collect();
         let mut legal = Vec::new();
-        for reading in 0..2 {
+        // Readings of "has used": 0, the current window's count (a bucket's debt in
+        // requests exactly); 1, all it counts (rounded up); 2, for the sliding window,
+        // the weighted count that still counts at `t`, `prev·(P − e) + curr·P` (its own
+        // measure of use, in requests × P).
+        for reading in 0..3 {
             // used as a fraction num/den, then the idle stamp; README: "an entry holding
             // a reservation for a later window or time ranks above every entry that
             // holds none" (windows and log: a booked entry after `t`).
@@ -164,7 +168,13 @@ impl Table {
                                 ..p
                             },
                         );
-                        (lift + if reading == 0 { curr } else { all }, 1)
+                        match reading {
+                            0 => (lift + curr, 1),
+                            // Every entry of the table shares `P`: compared as is,
+                            // an entry ahead lifted above any weighted count (< 2^96).
+                            2 if p.algo == Algo::Sliding => ((lift << 20) + e.weighted(t, &p), 1),
+                            _ => (lift + all, 1),
+                        }
                     }
                 };
                 (num, den, l.idle_at(&p))
