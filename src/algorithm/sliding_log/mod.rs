@@ -82,7 +82,8 @@ impl SlidingLog {
     /// [`step`](Self::step) decides on a fresh [`Ring`] at any time.
     pub(crate) fn fresh(&self, cost: u32) -> Decision {
         let reset = if cost == 0 { 0 } else { self.period };
-        Decision::allow(self.limit, self.limit - cost, reset, 0)
+        // Saturating: a charge may cost more than the limit.
+        Decision::allow(self.limit, self.limit.saturating_sub(cost), reset, 0)
     }
 
     /// Whether an entry no longer lies in `(now − P, now]`.
