@@ -10,7 +10,8 @@
 //!   opt-in `CoarseClock`, refreshed every millisecond), `tollgate-changed` (the same
 //!   quota after `set_quota` went to another rate and back: a table of several rates,
 //!   whose hits check their rate class and whose inserts take the registered slow
-//!   path), `fixed-window`,
+//!   path), `tollgate-charge` (the keyed token bucket, each decision a `charge` of 1
+//!   instead of a check: what a charge costs beside a check), `fixed-window`,
 //!   `sliding-window`, `sliding-log` (the shootout's quotas), `governor`, `dashmap`,
 //!   `floor16`.
 //! - `WORKLOAD`: `hot`, `1k`, `1M` (every key inserted first, then N decisions on a
@@ -79,6 +80,16 @@ fn build(name: &str, rate: Rate, keys: usize) -> Option<Box<dyn Limiter>> {
             l.set_quota(q).expect("the probe's rate again");
             Box::new(TollgateKeyed(l, "token bucket, rate changed"))
         }
+        "tollgate-charge" => Box::new(Charging(
+            KeyedRateLimiter::<u64>::builder(
+                Algorithm::TokenBucket,
+                tollgate_quota(Algorithm::TokenBucket, rate),
+            )
+            .max_keys(keys)
+            .hash_seed(42)
+            .build()
+            .expect("probe quota is valid"),
+        )),
         "fixed-window" => tollgate(Algorithm::FixedWindow, OnFull::Evict, true),
         "sliding-window" => tollgate(Algorithm::SlidingWindow, OnFull::Evict, true),
         "sliding-log" => tollgate(Algorithm::SlidingLog, OnFull::Evict, true),
@@ -87,6 +98,19 @@ fn build(name: &str, rate: Rate, keys: usize) -> Option<Box<dyn Limiter>> {
         "floor16" => Box::new(Floor128::new(rate, keys)),
         _ => return None,
     })
+}
+
+/// A keyed token bucket whose every decision is a charge of 1 (issue 30's cost).
+struct Charging(KeyedRateLimiter<u64>);
+
+impl Limiter for Charging {
+    fn name(&self) -> String {
+        "tollgate charge".into()
+    }
+    #[inline]
+    fn check(&self, key: u64) -> bool {
+        self.0.charge(&key, 1).fit()
+    }
 }
 
 /// Decides every key of `keys` once.

@@ -3,7 +3,8 @@
 //! booking and rolling back on the same limits in opposite orders, a roll-back racing
 //! a check (exact, every algorithm), a cancel racing a reset of its key (nothing to the
 //! fresh state), and a roll-back of a booking that installed its key over an idle entry
-//! racing a check of that key (exact).
+//! racing a check of that key (exact), and a charge given back racing a check on one
+//! key (issue 30: exact, every algorithm).
 //!
 //! Run: `RUSTFLAGS="--cfg tollgate_loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p tollgate-loom-tests --release`
 #![cfg(tollgate_loom)]
@@ -265,6 +266,76 @@ fn roll_back_of_a_booking_that_claimed_an_idle_slot_gives_back_exactly() {
                 l.check(&3).is_allowed(),
                 !b_admitted,
                 "{algorithm:?}: the plain check admitted = {b_admitted}"
+            );
+        });
+    }
+}
+
+/// Issue 30: A charges 2 on a limiter of capacity 2 (one key of a keyed table too) and
+/// gives it back whole, while B checks one request; clock frozen. Whatever the
+/// interleaving, B is admitted only while the charge is not held, and afterwards the
+/// limiter holds exactly B's admission: it admits one more exactly when B was denied.
+#[test]
+fn charge_given_back_racing_a_check_is_exact() {
+    for algorithm in Algorithm::ALL {
+        loom::model(move || {
+            let l = Arc::new(
+                RateLimiter::builder(algorithm, Quota::per_second(2))
+                    .clock(ManualClock::new())
+                    .build()
+                    .unwrap(),
+            );
+            let a = {
+                let l = l.clone();
+                thread::spawn(move || {
+                    let mut c = l.charge(2);
+                    assert_eq!(c.taken(), 2);
+                    c.give_back(2);
+                })
+            };
+            let b_admitted = l.check().is_allowed();
+            a.join().unwrap();
+            let left = if b_admitted { 1 } else { 2 };
+            assert_eq!(
+                l.peek().remaining() + 1,
+                left,
+                "{algorithm:?}: B admitted = {b_admitted}"
+            );
+        });
+    }
+}
+
+/// The same race on one key of a keyed table (its lookup, insert and update path).
+#[test]
+fn keyed_charge_given_back_racing_a_check_is_exact() {
+    for algorithm in [
+        Algorithm::TokenBucket,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+    ] {
+        loom::model(move || {
+            let l = Arc::new(
+                KeyedRateLimiter::<u8, _>::builder(algorithm, Quota::per_second(2))
+                    .max_keys(17)
+                    .clock(ManualClock::new())
+                    .build()
+                    .unwrap(),
+            );
+            let a = {
+                let l = l.clone();
+                thread::spawn(move || {
+                    let mut c = l.charge(&1, 2);
+                    assert_eq!(c.taken(), 2);
+                    c.give_back(2);
+                })
+            };
+            let b_admitted = l.check(&1).is_allowed();
+            a.join().unwrap();
+            let left = if b_admitted { 1 } else { 2 };
+            assert_eq!(
+                l.peek(&1).remaining() + 1,
+                left,
+                "{algorithm:?}: B admitted = {b_admitted}"
             );
         });
     }

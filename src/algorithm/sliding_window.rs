@@ -370,15 +370,15 @@ impl SlidingWindow {
         ((taken > 0).then_some(next), Ok(booked))
     }
 
-    /// Gives `cost` back at `now` to the count of the state's own window while it still
-    /// weighs (that window or the next), never below an empty count.
+    /// Gives `cost` back at `now` to the counts that still weigh, the current window's
+    /// first, then the previous one's, never below empty counts.
     pub(crate) fn give_back(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Reserved) {
-        let mask = (1u64 << self.shift) - 1;
-        let stored = state >> (2 * self.shift);
-        let curr = state & mask;
-        let live = stored + 1 >= now / self.period;
-        let given = if live { u64::from(cost).min(curr) } else { 0 };
-        let next = state - given;
+        let v = self.view(state, now);
+        let from_curr = u64::from(cost).min(v.curr);
+        let from_prev = (u64::from(cost) - from_curr).min(v.prev);
+        let given = from_curr + from_prev;
+        let next =
+            (v.k << (2 * self.shift)) | ((v.prev - from_prev) << self.shift) | (v.curr - from_curr);
         let booked = booking::Booked {
             wait: 0,
             decision: self.step(next, now, 1).1,

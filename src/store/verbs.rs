@@ -180,10 +180,12 @@ pub(crate) fn charge<'a, S: Store>(
     let p = s.params(tier);
     let untracked = |d: Decision| Charge::untracked(d, n);
     match s.reserve(h, tier, now, n, Book::Charge(max_owed), p) {
-        Ok((Placed::Stored(Ok((b, _))), origin)) => Charge::new(b, n, ledger, h, origin),
-        Ok((Placed::Untracked(Ok((b, _))) | Placed::Absent(Ok((b, _))), _)) => {
-            untracked(b.decision)
+        // Absent: a key the charge did not need to write (a cost of 0): counted, as
+        // nothing.
+        Ok((Placed::Stored(Ok((b, _))) | Placed::Absent(Ok((b, _))), origin)) => {
+            Charge::new(b, n, ledger, h, origin)
         }
+        Ok((Placed::Untracked(Ok((b, _))), _)) => untracked(b.decision),
         Ok((Placed::Refused(d), _)) => untracked(d),
         // A charge never waits, and fits any burst (`Book::checked_cost`).
         Ok((Placed::Stored(Err(_)) | Placed::Untracked(Err(_)) | Placed::Absent(Err(_)), _))

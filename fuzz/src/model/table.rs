@@ -37,11 +37,16 @@ pub struct Table {
     pub max_keys: usize,
     pub full: Full,
     pub keys: BTreeMap<u64, Known>,
+    /// The entries a log's ring holds: the largest tier's limit at build (`set_quota`
+    /// never grows a ring, and a lower limit does not shrink it).
+    pub ring: u32,
 }
 
 impl Table {
     pub fn new(algo: Algo, tiers: Vec<Params>, max_keys: usize, full: Full) -> Table {
+        let ring = tiers.iter().map(|q| q.limit).max().unwrap_or(1);
         Table {
+            ring,
             algo,
             tiers,
             max_keys,
@@ -150,9 +155,15 @@ impl Table {
                         }
                     }
                     State::Entries(e) => {
-                        // A log's ring holds the largest tier's limit of entries.
-                        let ring = self.tiers.iter().map(|q| q.limit).max().unwrap_or(p.limit);
-                        let (curr, all) = e.used(t, &Params { limit: ring, ..p });
+                        // README: a keyed log ranks "every entry its ring holds": the
+                        // largest tier's limit at build, whatever set_quota did since.
+                        let (curr, all) = e.used(
+                            t,
+                            &Params {
+                                limit: self.ring,
+                                ..p
+                            },
+                        );
                         (lift + if reading == 0 { curr } else { all }, 1)
                     }
                 };

@@ -38,6 +38,22 @@ impl SlidingLog {
         let at = self.effective(ring, reading);
         let active = self.active(ring, at);
         let logged = cost.min(ring.len());
+        if logged == 0 {
+            // A charge of nothing writes nothing.
+            let counted = Counted {
+                taken: 0,
+                owed: 0,
+                dropped: 0,
+                given: 0,
+            };
+            let decision = self.peek(ring, reading, 1);
+            return Ok(Booked {
+                wait: 0,
+                decision,
+                booking: Booking::Nothing,
+                counted,
+            });
+        }
         let prior = overwritten(ring, logged);
         for i in 0..logged {
             let idx = ring.wrap(i);
@@ -79,28 +95,31 @@ impl SlidingLog {
     }
 
     /// Gives `cost` back at `reading`: the newest entries still in the window leave the
-    /// log, and the slots they free take the oldest entry's time (the entries they had
-    /// overwritten are not known here; an older time could only let more in). Nothing
-    /// while a booking for a later time is pending (its entries are the newest).
+    /// log, exactly, while the ring holds every entry in the window (some of its slots
+    /// are out of it or never used: the freed slots become never-used ones). A ring
+    /// whose every slot is in the window may hold an overdraft it cannot count (a charge
+    /// past the ring), and gives nothing back: a charge's own
+    /// [`give_back`](crate::Charge::give_back) knows what it took. Nothing either while
+    /// a booking for a later time is pending (its entries are the newest).
     pub(crate) fn give_back<S: Stamps>(
         &self,
         ring: &mut Ring<S>,
         reading: u64,
         cost: u32,
     ) -> Reserved {
-        let active = self.active(ring, reading);
-        let given = if ring.newest != ring::EMPTY && ring.newest > reading {
+        let len = ring.len();
+        let held = self.over_ring(len).active(ring, reading);
+        let pending = ring.newest != ring::EMPTY && ring.newest > reading;
+        let given = if pending || held >= len {
             0
         } else {
-            cost.min(active)
+            cost.min(held)
         };
         if given > 0 {
-            let len = ring.len();
-            let oldest = ring.entry(0);
             ring.head = ring.wrap(len - given) as u32;
             for i in 0..given {
                 let idx = ring.wrap(i);
-                ring.ts.set(idx, oldest);
+                ring.ts.set(idx, ring::EMPTY);
             }
             ring.newest = ring.entry(len - 1);
             ring.booked = false;
