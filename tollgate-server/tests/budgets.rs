@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{call, desc, request, Redis, Server, TempDir};
+use common::{call, desc, request, upstream_example_with_budgets, Redis, Server, TempDir};
 use std::time::{Duration, Instant};
 use tollgate_server::proto::{Code, RateLimitDescriptor, RateLimitResponse};
 
@@ -56,18 +56,6 @@ async fn settle() {
     if s > 50 {
         tokio::time::sleep(Duration::from_secs(61 - s)).await;
     }
-}
-
-/// envoyproxy/ratelimit's `examples/ratelimit/config/example.yaml` with its two
-/// quota-mode services made budgets: the one change is a `budget: true` line in each.
-fn upstream_example_with_budgets() -> String {
-    let text = include_str!("../testdata/upstream/examples/example.yaml");
-    let from = "    quota_mode: true\n    rate_limit:\n";
-    assert_eq!(text.matches(from).count(), 2, "service_1 and service_2");
-    text.replace(
-        from,
-        "    quota_mode: true\n    rate_limit:\n      budget: true\n",
-    )
 }
 
 /// `token-quota.sh`: `/tokenquota` checks `service_2` (2 a minute, quota mode) with

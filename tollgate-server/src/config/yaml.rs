@@ -367,8 +367,8 @@ impl TryFrom<RawRateLimit> for RateLimitSpec {
         }
         if budget && r.algorithm == Some(AlgorithmName::SlidingLog) {
             // A budget's check of 0 hits asks the engine what the key owes (a charge of
-            // 0), which the library's sliding log cannot take yet (it indexes its ring
-            // before the empty cost).
+            // 0); the library's sliding log keeps no count of an overdraft past its ring
+            // (`Charge::owed`), so a check could not tell a debt from an empty log.
             return Err(
                 "rate_limit.budget: a budget cannot use the sliding log (token_bucket, leaky_bucket, fixed_window or sliding_window)"
                     .into(),
