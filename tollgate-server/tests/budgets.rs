@@ -215,6 +215,11 @@ descriptors:
     rate_limit:
       unit: day
       requests_per_unit: 3
+  - key: log
+    rate_limit:
+      unit: hour
+      requests_per_unit: 5
+      algorithm: sliding_log
 ";
 
 /// A charge in a request another limit denies is not taken: the status says what the
@@ -318,11 +323,79 @@ async fn give_backs_on_budgets_and_other_limits() {
         codes(&ask(&s, "mix", vec![back(&[("big", "new")], 5)]).await),
         [(OK, 10)]
     );
+    // A sliding log: more than its limit given back to a key it never saw, then to one it
+    // holds (the log gives back from its newest entries), and nothing while its whole ring
+    // is in the window (the library cannot tell an overdraft from its admissions then).
+    let l = [("log", "d")];
+    assert_eq!(codes(&ask(&s, "mix", vec![back(&l, 50)]).await), [(OK, 5)]);
+    assert_eq!(codes(&ask(&s, "mix", vec![hits(&l, 3)]).await), [(OK, 2)]);
+    assert_eq!(codes(&ask(&s, "mix", vec![back(&l, 50)]).await), [(OK, 5)]);
+    assert_eq!(codes(&ask(&s, "mix", vec![hits(&l, 5)]).await), [(OK, 0)]);
+    assert_eq!(codes(&ask(&s, "mix", vec![back(&l, 2)]).await), [(OK, 0)]);
     // And through /json, in envoyproxy/ratelimit's JSON names.
     let body = r#"{"domain":"mix","descriptors":[{"entries":[{"key":"tokens","value":"d"}],"hitsAddend":"5","isNegativeHits":true}]}"#;
     let (status, text) = s.http("/json", Some(body.as_bytes().to_vec())).await;
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("\"limitRemaining\":100"), "{text}");
+}
+
+/// A new key a full table cannot hold is not charged: `on_full: deny` answers
+/// `OVER_LIMIT` (the table's refusal of a new key), `on_full: allow` admits it untracked.
+#[tokio::test]
+async fn a_full_table_charges_as_its_on_full_says() {
+    let dir = TempDir::new("budget-full");
+    let budget = |key: &str, on_full: &str| {
+        format!("  - key: {key}\n    rate_limit:\n      unit: hour\n      requests_per_unit: 5\n      algorithm: token_bucket\n      budget: true\n      max_keys: 1\n      on_full: {on_full}\n")
+    };
+    dir.write(
+        "full.yaml",
+        &format!(
+            "domain: full\ndescriptors:\n{}{}",
+            budget("deny", "deny"),
+            budget("allow", "allow")
+        ),
+    );
+    let s = Server::start(&dir.0, &[]);
+    let mut refused = 0;
+    for i in 0..10 {
+        let v = format!("k{i}");
+        let r = ask(&s, "full", vec![hits(&[("deny", &v)], 2)]).await;
+        match codes(&r)[0] {
+            (OK, 3) => {}
+            (OVER, 0) => refused += 1,
+            other => panic!("{other:?}"),
+        }
+        let r = ask(&s, "full", vec![hits(&[("allow", &v)], 2)]).await;
+        assert_eq!(r.overall_code, OK, "allow: {r:?}");
+    }
+    assert!(refused > 0, "the table held 10 keys");
+}
+
+/// A charge counts its hits in the metrics as any request does (within or over the
+/// limit); a give-back adds nothing.
+#[tokio::test]
+async fn metrics_count_charges_and_not_give_backs() {
+    let dir = TempDir::new("budget-metrics");
+    dir.write("mix.yaml", MIXED);
+    let s = Server::start(&dir.0, &[]);
+    let t = [("tokens", "m")];
+    ask(&s, "mix", vec![hits(&t, 30)]).await;
+    ask(&s, "mix", vec![hits(&t, 100)]).await;
+    ask(&s, "mix", vec![back(&t, 50)]).await;
+    ask(&s, "mix", vec![hits(&t, 0)]).await;
+    let text = s.http("/metrics", None).await.1;
+    let sample = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name) && l.contains("key1=\"tokens\""))
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_string)
+    };
+    let total = "ratelimit_service_rate_limit_total_hits{";
+    assert_eq!(sample(total).as_deref(), Some("130"), "{text}");
+    let within = "ratelimit_service_rate_limit_within_limit{";
+    assert_eq!(sample(within).as_deref(), Some("30"), "{text}");
+    let over = "ratelimit_service_rate_limit_over_limit{";
+    assert_eq!(sample(over).as_deref(), Some("100"), "{text}");
 }
 
 /// `budget` changes nothing a limiter holds: turning it off and on again keeps the
@@ -369,6 +442,38 @@ async fn wait_log(s: &Server, needle: &str, times: usize) {
     }
 }
 
+/// What the binary printed when it refused to start on `dir` with `extra`, or `None` if
+/// it was still running after 20 s (it accepted the configuration: killed).
+fn refusal(dir: &TempDir, extra: &[&str]) -> Option<String> {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+        .arg("--config")
+        .arg(&dir.0)
+        .args(["--grpc", &format!("127.0.0.1:{}", common::free_port())])
+        .args(["--http", &format!("127.0.0.1:{}", common::free_port())])
+        .args(["--log-format", "text"])
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run tollgate-server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(!status.success(), "exited 0");
+            let mut e = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+            return Some(e);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The refusals: a value that is not a boolean (file, line and field), a budget on a
 /// sliding log or an unlimited limit.
 #[test]
@@ -376,16 +481,7 @@ fn bad_budgets_are_refused_at_load() {
     let refused = |yaml: &str| {
         let dir = TempDir::new("budget-bad");
         dir.write("bad.yaml", yaml);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
-            .arg("--config")
-            .arg(&dir.0)
-            .args(["--grpc", &format!("127.0.0.1:{}", common::free_port())])
-            .args(["--http", &format!("127.0.0.1:{}", common::free_port())])
-            .args(["--log-format", "text"])
-            .output()
-            .expect("run tollgate-server");
-        assert!(!out.status.success(), "{yaml} was accepted");
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        refusal(&dir, &[]).unwrap_or_else(|| panic!("{yaml} was accepted"))
     };
     let head = "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n      requests_per_unit: 5\n";
     let e = refused(&format!("{head}      budget: sure\n"));
@@ -457,17 +553,8 @@ fn hybrid_mode_refuses_budgets_at_load() {
         "h.yaml",
         "domain: h\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n      budget: true\n",
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
-        .arg("--config")
-        .arg(&dir.0)
-        .args(["--redis", &redis.url(), "--mode", "hybrid"])
-        .args(["--grpc", &format!("127.0.0.1:{}", common::free_port())])
-        .args(["--http", &format!("127.0.0.1:{}", common::free_port())])
-        .args(["--log-format", "text"])
-        .output()
-        .expect("run tollgate-server");
-    assert!(!out.status.success());
-    let e = String::from_utf8_lossy(&out.stderr);
+    let e = refusal(&dir, &["--redis", &redis.url(), "--mode", "hybrid"])
+        .expect("a budget in hybrid mode was accepted");
     assert!(
         e.contains("descriptors[0].rate_limit.budget: the hybrid mode cannot charge a budget"),
         "{e}"
