@@ -14,6 +14,9 @@ pub enum DecideError {
     InvalidArgument(String),
     /// The backend could not decide (gRPC UNAVAILABLE, HTTP 500).
     Unavailable(String),
+    /// The request asks what this backend cannot do: a token budget or a give-back
+    /// (`is_negative_hits`) on Redis (gRPC UNIMPLEMENTED, HTTP 501).
+    Unsupported(String),
 }
 
 impl std::fmt::Display for DecideError {
@@ -21,6 +24,7 @@ impl std::fmt::Display for DecideError {
         match self {
             DecideError::InvalidArgument(m) => write!(f, "invalid request: {m}"),
             DecideError::Unavailable(m) => write!(f, "backend unavailable: {m}"),
+            DecideError::Unsupported(m) => write!(f, "not supported: {m}"),
         }
     }
 }
@@ -32,8 +36,10 @@ pub struct Item {
     pub rule: Option<Arc<Rule>>,
     /// The counting key.
     pub key: String,
-    /// Hits to add (0: check only, nothing is counted).
+    /// Hits to add (0: check only, nothing is counted), or to give back.
     pub hits: u64,
+    /// The descriptor gives its hits back (`is_negative_hits`).
+    pub give_back: bool,
     /// The request's own stat key (`detailed_metric`, overrides).
     pub detailed: Option<StatKey>,
 }
@@ -58,6 +64,18 @@ pub enum Outcome {
     /// The engine would have admitted these hits, but another limit denied the request,
     /// so nothing was taken: the decision as asked, and the hits it did not take.
     Unbooked(Decision, u32),
+    /// A budget's charge, or its check of 0 hits (a charge of 0): the state after it as a
+    /// request of 1 would see it, whether the key owes nothing then, and what it has left.
+    Charged {
+        /// The engine's `Charge::decision()`.
+        decision: Decision,
+        /// The key owes nothing after the charge (for a check: it owes nothing now).
+        fit: bool,
+        /// What the key has left after the charge.
+        left: u32,
+    },
+    /// Hits given back (`is_negative_hits`): the key's state after, when known.
+    GivenBack(Option<Decision>),
 }
 
 impl Outcome {
@@ -66,7 +84,10 @@ impl Outcome {
         match self {
             Outcome::Decided(d) => !d.is_allowed(),
             Outcome::Over => true,
-            Outcome::None | Outcome::Unknown | Outcome::Unbooked(..) => false,
+            Outcome::Charged { fit, .. } => !fit,
+            Outcome::None | Outcome::Unknown | Outcome::Unbooked(..) | Outcome::GivenBack(_) => {
+                false
+            }
         }
     }
 
@@ -77,6 +98,10 @@ impl Outcome {
         match self {
             Outcome::Decided(d) if d.is_allowed() => d.remaining(),
             Outcome::Unbooked(d, hits) => d.remaining().saturating_add(*hits).min(d.burst()),
+            Outcome::Charged {
+                fit: true, left, ..
+            } => *left,
+            Outcome::GivenBack(Some(d)) => d.remaining(),
             _ => 0,
         }
     }
@@ -85,6 +110,8 @@ impl Outcome {
     pub fn decision(&self) -> Option<&Decision> {
         match self {
             Outcome::Decided(d) | Outcome::Unbooked(d, _) => Some(d),
+            Outcome::Charged { decision, .. } => Some(decision),
+            Outcome::GivenBack(d) => d.as_ref(),
             _ => None,
         }
     }
@@ -124,6 +151,22 @@ async fn look(l: &Limiter, key: &str, n: u64) -> Outcome {
             h.check_n(key, 0).map_or(Outcome::Unknown, Outcome::Decided)
         }
         Limiter::Exact(_) | Limiter::Hybrid(_) => Outcome::Unknown,
+    }
+}
+
+/// Fills `out` for the limits `idx` of a request denied before they took anything: what
+/// their hits would have got, and for a limit that would have admitted them, what its key
+/// has (nothing was taken).
+pub async fn look_unbooked(items: &[Item], idx: &[usize], out: &mut [Outcome]) {
+    for &i in idx {
+        let Some(l) = limiter(&items[i]) else {
+            continue;
+        };
+        let n = u32::try_from(items[i].hits).unwrap_or(u32::MAX);
+        out[i] = match look(l, &items[i].key, items[i].hits).await {
+            Outcome::Decided(d) => unbooked(d, n, false),
+            other => other,
+        };
     }
 }
 

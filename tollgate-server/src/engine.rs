@@ -4,9 +4,10 @@
 //! `RateLimitResponse`. Shared by the gRPC service and `/json`.
 
 use crate::backend::{Backend, LimitParams};
+use crate::budget::{charge_all, give_back_all};
 use crate::config::{RateLimitSpec, Unit};
 use crate::decide::{
-    all_over, decide_counting, decide_each, decide_enforced, look_all, Item, Outcome,
+    all_over, decide_counting, decide_each, decide_enforced, look_all, look_unbooked, Item, Outcome,
 };
 use crate::headers::HeaderMode;
 use crate::proto::{RateLimitRequest, RateLimitResponse};
@@ -142,11 +143,6 @@ impl Engine {
                     self.input.max_entries
                 ));
             }
-            if d.is_negative_hits {
-                return bad(format!(
-                    "descriptor {i}: is_negative_hits (giving hits back) is not supported"
-                ));
-            }
             if d.entries
                 .iter()
                 .any(|e| e.key.len() > max || e.value.len() > max)
@@ -185,6 +181,7 @@ impl Engine {
             burst: None,
             on_full: crate::config::yaml::OnFullName::Evict,
             max_keys: None,
+            budget: false,
         };
         let id = format!("override|{domain}|{rpu}|{}", unit.name());
         let stat = StatKey::new(domain).with("override".into());
@@ -279,6 +276,7 @@ impl Engine {
                 rule,
                 key,
                 hits,
+                give_back: d.is_negative_hits,
                 detailed,
             });
         }
@@ -301,49 +299,70 @@ impl Engine {
                 }
             }
         }
-        // One pass sorts the limits: enforced (all or nothing), quota-mode, shadow-mode.
-        let global_quota = self.policy.global_quota;
-        let mut enforced = Vec::with_capacity(items.len());
-        let mut quota = Vec::new();
-        let mut shadow = Vec::new();
-        for (i, it) in items.iter().enumerate() {
-            match &it.rule {
-                Some(r) if r.spec.unlimited => {}
-                Some(r) if r.shadow_mode => shadow.push(i),
-                Some(r) if r.quota_mode || global_quota => quota.push(i),
-                Some(_) => enforced.push(i),
-                None => {}
-            }
+        let g = Groups::of(&items, self.policy.global_quota);
+        if self.backend.mode() != crate::backend::Mode::Local {
+            unsupported_on_redis(&items, &g)?;
         }
         let mut outcomes: Vec<Outcome> = (0..items.len()).map(|_| Outcome::None).collect();
+        // Give-backs first: they return what earlier requests took, whatever this one gets.
+        give_back_all(&items, &g.give_backs, &mut outcomes);
+        // A budget's check of 0 hits takes nothing and is denied while its key owes: it
+        // decides with the other limits before anything is taken.
+        charge_all(&items, &g.checks, &mut outcomes);
+        let over = |out: &[Outcome], idx: &[usize]| idx.iter().any(|&i| out[i].denied());
+        let all_over_now = |out: &[Outcome], idx: &[usize]| {
+            !idx.is_empty() && idx.iter().all(|&i| out[i].denied())
+        };
         // A request fails on its quota-mode limits only when all of them are over.
-        let quota_over =
-            |out: &[Outcome]| !quota.is_empty() && quota.iter().all(|&i| out[i].denied());
+        let quota_over = |out: &[Outcome]| {
+            let all: Vec<usize> = g.quota.iter().chain(&g.quota_budgets).copied().collect();
+            all_over_now(out, &all)
+        };
         let counting = self.policy.count_denied_hits;
-        let allowed = if counting {
-            let enforced_ok = decide_counting(&items, &enforced, &mut outcomes).await;
-            if !quota.is_empty() {
-                decide_counting(&items, &quota, &mut outcomes).await;
+        let admitted = if counting {
+            let enforced_ok = decide_counting(&items, &g.enforced, &mut outcomes).await
+                && !over(&outcomes, &g.enforced_checks);
+            if !g.quota.is_empty() {
+                decide_counting(&items, &g.quota, &mut outcomes).await;
             }
-            enforced_ok && !quota_over(&outcomes)
-        } else if quota.is_empty() {
-            // The common request: enforced limits only.
-            decide_enforced(&items, &enforced, &mut outcomes).await?
-        } else if all_over(&items, &quota) {
-            // Every quota-mode limit is already over: denied before anything is counted.
-            look_all(&items, &enforced, &mut outcomes).await;
-            look_all(&items, &quota, &mut outcomes).await;
+            enforced_ok
+        } else if over(&outcomes, &g.enforced_checks) {
+            // A budget in debt: denied before anything is counted.
+            look_unbooked(&items, &g.enforced, &mut outcomes).await;
+            look_unbooked(&items, &g.quota, &mut outcomes).await;
             false
-        } else if decide_enforced(&items, &enforced, &mut outcomes).await? {
-            decide_each(&items, &quota, true, &mut outcomes).await;
-            !quota_over(&outcomes)
+        } else if g.quota.is_empty() && g.quota_checks.is_empty() {
+            // The common request: enforced limits only.
+            decide_enforced(&items, &g.enforced, &mut outcomes).await?
+        } else if (g.quota.is_empty() || all_over(&items, &g.quota))
+            && g.quota_checks.iter().all(|&i| outcomes[i].denied())
+        {
+            // Every quota-mode limit is already over: denied before anything is counted.
+            look_all(&items, &g.enforced, &mut outcomes).await;
+            look_all(&items, &g.quota, &mut outcomes).await;
+            false
+        } else if decide_enforced(&items, &g.enforced, &mut outcomes).await? {
+            decide_each(&items, &g.quota, true, &mut outcomes).await;
+            let before: Vec<usize> = g.quota.iter().chain(&g.quota_checks).copied().collect();
+            !all_over_now(&outcomes, &before)
         } else {
-            look_all(&items, &quota, &mut outcomes).await;
+            look_all(&items, &g.quota, &mut outcomes).await;
             false
         };
-        if !shadow.is_empty() {
-            decide_each(&items, &shadow, allowed || counting, &mut outcomes).await;
+        // Budget charges come after the decision: the cost of work done. Taken when the
+        // request was admitted (and always when counting as upstream does); a denied
+        // request takes nothing from them either. A charge past what was left is reported
+        // `OVER_LIMIT`; it undoes nothing the other limits took.
+        if admitted || counting {
+            charge_all(&items, &g.charges, &mut outcomes);
+        } else {
+            // The status says whether the charge would have fit.
+            look_unbooked(&items, &g.charges, &mut outcomes).await;
         }
+        if !g.shadow.is_empty() {
+            decide_each(&items, &g.shadow, admitted || counting, &mut outcomes).await;
+        }
+        let allowed = admitted && !over(&outcomes, &g.enforced_charges) && !quota_over(&outcomes);
         let allowed = allowed || self.policy.global_shadow;
         Ok(respond(
             &items,
@@ -353,6 +372,105 @@ impl Engine {
             &self.detailed,
         ))
     }
+}
+
+/// The limits of one request, sorted by how they are decided (indices into its items).
+#[derive(Debug, Default)]
+struct Groups {
+    /// Enforced limits: all or nothing.
+    enforced: Vec<usize>,
+    /// Quota-mode limits.
+    quota: Vec<usize>,
+    /// Shadow-mode limits (budgets too: they never deny).
+    shadow: Vec<usize>,
+    /// Budget checks (0 hits) of enforced budgets.
+    enforced_checks: Vec<usize>,
+    /// Budget checks of quota-mode budgets.
+    quota_checks: Vec<usize>,
+    /// Every budget charge (hits > 0), whatever its mode.
+    charges: Vec<usize>,
+    /// Budget charges of enforced budgets.
+    enforced_charges: Vec<usize>,
+    /// Every quota-mode budget, check or charge.
+    quota_budgets: Vec<usize>,
+    /// Give-backs (`is_negative_hits`), on any limit.
+    give_backs: Vec<usize>,
+    /// Every budget check, whatever its mode.
+    checks: Vec<usize>,
+}
+
+impl Groups {
+    fn of(items: &[Item], global_quota: bool) -> Groups {
+        let mut g = Groups::default();
+        for (i, it) in items.iter().enumerate() {
+            let Some(r) = &it.rule else { continue };
+            if r.spec.unlimited {
+                continue;
+            }
+            if it.give_back {
+                g.give_backs.push(i);
+                continue;
+            }
+            let quota = !r.shadow_mode && (r.quota_mode || global_quota);
+            let enforced = !r.shadow_mode && !quota;
+            if !r.spec.budget {
+                match (r.shadow_mode, quota) {
+                    (true, _) => g.shadow.push(i),
+                    (false, true) => g.quota.push(i),
+                    (false, false) => g.enforced.push(i),
+                }
+                continue;
+            }
+            if quota {
+                g.quota_budgets.push(i);
+            }
+            if it.hits == 0 {
+                g.checks.push(i);
+                if enforced {
+                    g.enforced_checks.push(i);
+                } else if quota {
+                    g.quota_checks.push(i);
+                }
+            } else {
+                g.charges.push(i);
+                if enforced {
+                    g.enforced_charges.push(i);
+                }
+            }
+        }
+        g
+    }
+}
+
+/// Refuses, until the library's Redis modes can charge and give back, a request that
+/// would charge or check a budget or give hits back: an answer that ignored them would be
+/// silently wrong (a charge never taken, a check that never sees a debt).
+fn unsupported_on_redis(items: &[Item], g: &Groups) -> Result<(), DecideError> {
+    let what = if let Some(&i) = g.give_backs.first() {
+        ("is_negative_hits (giving hits back)", i)
+    } else if let Some(&i) = g.checks.first().or(g.charges.first()) {
+        ("a budget limit (budget: true)", i)
+    } else {
+        return Ok(());
+    };
+    let limit = items[what.1]
+        .rule
+        .as_ref()
+        .map_or("", |r| r.stat_key.as_str());
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let message = format!(
+        "{} cannot be decided on the Redis backend yet (limit {limit}); use the in-process backend",
+        what.0
+    );
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(
+            limit,
+            "{message}; such calls are answered UNIMPLEMENTED (logged once)"
+        );
+    } else {
+        tracing::debug!(limit, "{message}");
+    }
+    Err(DecideError::Unsupported(message))
 }
 
 /// The stat key of the request's own entries: `domain.key_value.key_value...`.

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod budget;
 pub mod config;
 pub mod decide;
 pub mod digits;

@@ -54,7 +54,7 @@ pub struct RateLimitDescriptor {
     /// Hits this descriptor adds (`google.protobuf.UInt64Value`), instead of the request's.
     #[prost(message, optional, tag = "3")]
     pub hits_addend: Option<u64>,
-    /// Give the hits back instead of taking them (refused by this server: INVALID_ARGUMENT).
+    /// Give the hits back instead of taking them (`give_back` on the matched limit).
     #[prost(bool, tag = "4")]
     pub is_negative_hits: bool,
 }

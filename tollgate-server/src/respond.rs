@@ -138,7 +138,8 @@ pub fn respond(
             continue;
         }
         let (s, denied) = status(rule, out, &mut now);
-        if !matches!(out, Outcome::None) {
+        // A give-back adds no hits: it is not counted in the hit metrics.
+        if !matches!(out, Outcome::None | Outcome::GivenBack(_)) {
             let counters;
             let c = match &it.detailed {
                 Some(k) => {

@@ -177,9 +177,11 @@ async fn quota(redis: Option<&Redis>) {
 /// `token-quota.sh`: `/tokenquota` checks `service_2` (2 a minute) with `hits_addend: 0`
 /// before the request, and counts 1 hit after it (`apply_on_stream_done`: a second call).
 /// Requests 1 to 3 pass. Upstream denies the 4th because the 3rd's after-the-fact hit
-/// pushed its count to 3 of 2; tollgate's engine has no public call that takes a hit past
-/// the limit (a charge into debt), so a check of 0 hits at 2 of 2 is `OK` (as upstream
-/// answers at exactly the limit) and the 4th passes: the difference the README states.
+/// pushed its count to 3 of 2. Upstream's file, unchanged, makes `service_2` an ordinary
+/// limit, which denies that hit and counts nothing, so a check of 0 hits at 2 of 2 is `OK`
+/// (as upstream answers at exactly the limit) and the 4th passes: the difference the
+/// README states. Made a budget (`budget: true`), `service_2` answers as upstream's:
+/// `tests/budgets.rs` and `tests/python/test_budgets.py` run this script on it.
 async fn token_quota(redis: Option<&Redis>, policy: Policy) {
     settle().await;
     let (_dir, e) = engine(redis, policy).await;

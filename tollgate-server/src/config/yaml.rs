@@ -1,5 +1,6 @@
 //! The YAML shapes of one configuration file: envoyproxy/ratelimit's format, plus
-//! tollgate's extensions (`algorithm`, `burst`, `on_full`, `max_keys`, `allow_limit_override`).
+//! tollgate's extensions (`algorithm`, `burst`, `on_full`, `max_keys`, `budget`,
+//! `allow_limit_override`).
 //!
 //! Everything that can be checked while the file is read is checked here, so that serde's
 //! error carries the file's line and column and the path of the field at fault.
@@ -284,6 +285,7 @@ struct RawRateLimit {
     burst: Option<u32>,
     on_full: Option<OnFullName>,
     max_keys: Option<usize>,
+    budget: Option<bool>,
 }
 
 /// A checked `rate_limit:` block.
@@ -308,6 +310,10 @@ pub struct RateLimitSpec {
     pub on_full: OnFullName,
     /// Keys this limit holds.
     pub max_keys: Option<usize>,
+    /// tollgate: a token budget. A descriptor's hits are charged whatever is left (the
+    /// key may owe past its quota, at most one burst) instead of being denied; a check of
+    /// 0 hits is denied while the key owes.
+    pub budget: bool,
 }
 
 impl RateLimitSpec {
@@ -355,6 +361,19 @@ impl TryFrom<RawRateLimit> for RateLimitSpec {
         if r.max_keys == Some(0) {
             return Err("rate_limit.max_keys: must be at least 1".into());
         }
+        let budget = r.budget.unwrap_or(false);
+        if budget && r.unlimited {
+            return Err("rate_limit.budget: an unlimited limit counts nothing to charge".into());
+        }
+        if budget && r.algorithm == Some(AlgorithmName::SlidingLog) {
+            // A budget's check of 0 hits asks the engine what the key owes (a charge of
+            // 0); the library's sliding log keeps no count of an overdraft past its ring
+            // (`Charge::owed`), so a check could not tell a debt from an empty log.
+            return Err(
+                "rate_limit.budget: a budget cannot use the sliding log (token_bucket, leaky_bucket, fixed_window or sliding_window)"
+                    .into(),
+            );
+        }
         let spec = RateLimitSpec {
             unit: r.unit,
             requests_per_unit: r.requests_per_unit.unwrap_or(0),
@@ -365,6 +384,7 @@ impl TryFrom<RawRateLimit> for RateLimitSpec {
             burst: r.burst,
             on_full: r.on_full.unwrap_or(OnFullName::Evict),
             max_keys: r.max_keys,
+            budget,
         };
         if let Some(q) = spec.quota() {
             // The library's own checks (a burst on a window, a zero burst, ...).

@@ -157,7 +157,8 @@ impl Rules {
 
     /// The loaded limits, one line each, sorted, in envoyproxy/ratelimit's `/rlconfig`
     /// format (`domain.key_value.key: unit=MINUTE requests_per_unit=5, shadow_mode: false,
-    /// quota_mode: false`), with tollgate's algorithm appended when it is not the default.
+    /// quota_mode: false`), with tollgate's algorithm appended when it is not the default,
+    /// and `budget: true` for a budget.
     pub fn dump(&self) -> String {
         let mut lines = Vec::new();
         self.each(|r| {
@@ -168,6 +169,9 @@ impl Rules {
             );
             if r.params.algorithm != tollgate::Algorithm::FixedWindow {
                 line.push_str(&format!(", algorithm: {:?}", r.params.algorithm));
+            }
+            if r.spec.budget {
+                line.push_str(", budget: true");
             }
             lines.push(line);
         });

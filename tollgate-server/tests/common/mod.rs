@@ -241,3 +241,16 @@ impl Drop for Redis {
         self.kill();
     }
 }
+
+/// envoyproxy/ratelimit's `examples/ratelimit/config/example.yaml` with its two
+/// quota-mode services made budgets (issue 30): the one change is a `budget: true` line
+/// in each.
+pub fn upstream_example_with_budgets() -> String {
+    let text = include_str!("../../testdata/upstream/examples/example.yaml");
+    let from = "    quota_mode: true\n    rate_limit:\n";
+    assert_eq!(text.matches(from).count(), 2, "service_1 and service_2");
+    text.replace(
+        from,
+        "    quota_mode: true\n    rate_limit:\n      budget: true\n",
+    )
+}
