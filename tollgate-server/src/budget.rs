@@ -1,4 +1,4 @@
-//! Token budgets (`budget: true`) and give-backs (`is_negative_hits`), in process.
+//! Token budgets (`budget: true`) and give-backs (`is_negative_hits`), on every backend.
 //!
 //! A budget is charged after the work, when its cost is known (Envoy's
 //! `apply_on_stream_done`): a descriptor's hits on a budget are taken with the library's
@@ -12,10 +12,13 @@
 //!
 //! A give-back returns a descriptor's hits to its limit with the library's `give_back`
 //! (never below an empty state), on any limit, budget or not.
+//!
+//! In process the library's `KeyedRateLimiter`, on Redis its `RedisRateLimiter` (one
+//! atomic script per charge or give-back) and `HybridRateLimiter` (this instance's view,
+//! synced like its admissions) do the counting, with the same numbers.
 
 use crate::backend::Limiter;
-use crate::decide::{limiter, Item, Outcome};
-use tollgate::{Algorithm, Charge, OnFull};
+use crate::decide::{limiter, redis_error, DecideError, Item, Outcome};
 
 /// Whether `it`'s limit is a budget.
 pub fn is_budget(it: &Item) -> bool {
@@ -38,19 +41,18 @@ pub fn left_after(d: &tollgate::Decision) -> u32 {
     }
 }
 
-/// The outcome of the charge `c` of `n` hits (0: a check) on a table whose full policy
-/// is `on_full`.
-fn charged(c: &Charge<'_>, n: u32, on_full: OnFull) -> Outcome {
-    let fit = if n == 0 || c.tracked() {
-        // A charge of 0 counts nothing: it reads what the key owes (a key the table does
-        // not hold owes nothing).
-        c.owed() == 0
+/// The outcome of a charge (of 0 hits: a check, which reads what the key owes) that
+/// left the key owing `owed`, counted or not (`tracked`), with `decision` as a request of
+/// 1 would see the key after it.
+fn charged(decision: tollgate::Decision, owed: u32, tracked: bool) -> Outcome {
+    let fit = if tracked {
+        owed == 0
     } else {
-        // A new key a full table did not count: admitted untracked under `allow`,
-        // refused under `deny` (the table's own answer for a new key).
-        on_full == OnFull::Allow
+        // Nothing counted it: a new key a full table had no room for (`on_full`), or
+        // Redis away under the `open`/`closed` failure policy. The answer is the table's
+        // or the policy's.
+        decision.is_allowed()
     };
-    let decision = c.decision();
     Outcome::Charged {
         decision,
         fit,
@@ -59,58 +61,87 @@ fn charged(c: &Charge<'_>, n: u32, on_full: OnFull) -> Outcome {
 }
 
 /// Charges each budget limit `idx` its descriptor's hits (0 hits: checks it, taking
-/// nothing), in process. A limit of 0 requests is over.
-pub fn charge_all(items: &[Item], idx: &[usize], out: &mut [Outcome]) {
-    for &i in idx {
-        let (Some(l), Some(rule)) = (limiter(&items[i]), items[i].rule.as_ref()) else {
-            continue;
-        };
-        let n = n32(items[i].hits);
-        out[i] = match l {
-            Limiter::Local(k) => charged(&k.charge(&items[i].key, n), n, rule.params.on_full),
-            Limiter::Zero => Outcome::Over,
-            Limiter::Exact(_) | Limiter::Hybrid(_) => {
-                unreachable!("budgets are refused on Redis before deciding")
-            }
-        };
-    }
-}
-
-/// Gives each limit `idx` its descriptor's hits back, in process; the outcome is the
-/// key's state after.
-pub fn give_back_all(items: &[Item], idx: &[usize], out: &mut [Outcome]) {
+/// nothing), on the limit's backend. A limit of 0 requests is over.
+///
+/// # Errors
+///
+/// Redis could not charge under the `error` failure policy.
+pub async fn charge_all(
+    items: &[Item],
+    idx: &[usize],
+    out: &mut [Outcome],
+) -> Result<(), DecideError> {
     for &i in idx {
         let Some(l) = limiter(&items[i]) else {
             continue;
         };
+        let key = items[i].key.as_str();
+        let n = n32(items[i].hits);
         out[i] = match l {
             Limiter::Local(k) => {
-                let key = items[i].key.as_str();
-                let mut n = n32(items[i].hits);
-                if k.algorithm() == Algorithm::SlidingLog {
-                    // Only a log's newest `limit` entries count, so giving back more
-                    // changes nothing; and the library's log overflows on a give-back of
-                    // more than its limit to a key it does not hold.
-                    n = n.min(k.quota().limit());
-                }
-                if n > 0 {
-                    k.give_back(key, n);
-                }
-                Outcome::GivenBack(k.peek_n(key, 0).ok())
+                let c = k.charge(key, n);
+                charged(c.decision(), c.owed(), c.tracked())
             }
-            Limiter::Zero => Outcome::GivenBack(None),
-            Limiter::Exact(_) | Limiter::Hybrid(_) => {
-                unreachable!("give-backs are refused on Redis before deciding")
+            Limiter::Exact(r) => {
+                // Boxed: the Redis call's future is large (see decide_enforced).
+                let c = Box::pin(r.charge(key, n))
+                    .await
+                    .map_err(|e| redis_error(&e))?;
+                charged(c.decision(), c.owed(), c.tracked())
             }
+            Limiter::Hybrid(h) => {
+                let c = h.charge(key, n);
+                charged(c.decision(), c.owed(), c.tracked())
+            }
+            Limiter::Zero => Outcome::Over,
         };
     }
+    Ok(())
+}
+
+/// Gives each limit `idx` its descriptor's hits back; the outcome is the key's state
+/// after (on Redis, read with a check of 0 hits, when Redis answers).
+///
+/// # Errors
+///
+/// Redis could not give back under the `error` failure policy.
+pub async fn give_back_all(
+    items: &[Item],
+    idx: &[usize],
+    out: &mut [Outcome],
+) -> Result<(), DecideError> {
+    for &i in idx {
+        let Some(l) = limiter(&items[i]) else {
+            continue;
+        };
+        let key = items[i].key.as_str();
+        let n = n32(items[i].hits);
+        out[i] = match l {
+            Limiter::Local(k) => {
+                k.give_back(key, n);
+                Outcome::GivenBack(k.peek_n(key, 0).ok())
+            }
+            Limiter::Exact(r) => {
+                Box::pin(r.give_back(key, n))
+                    .await
+                    .map_err(|e| redis_error(&e))?;
+                Outcome::GivenBack(Box::pin(r.check_n(key, 0)).await.ok())
+            }
+            Limiter::Hybrid(h) => {
+                h.give_back(key, n);
+                Outcome::GivenBack(h.check_n(key, 0).ok())
+            }
+            Limiter::Zero => Outcome::GivenBack(None),
+        };
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
-    use tollgate::{KeyedRateLimiter, ManualClock, Quota};
+    use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, Quota};
 
     #[test]
     fn what_is_left_after_a_charge() {

@@ -14,9 +14,6 @@ pub enum DecideError {
     InvalidArgument(String),
     /// The backend could not decide (gRPC UNAVAILABLE, HTTP 500).
     Unavailable(String),
-    /// The request asks what this backend cannot do: a token budget or a give-back
-    /// (`is_negative_hits`) on Redis (gRPC UNIMPLEMENTED, HTTP 501).
-    Unsupported(String),
 }
 
 impl std::fmt::Display for DecideError {
@@ -24,7 +21,6 @@ impl std::fmt::Display for DecideError {
         match self {
             DecideError::InvalidArgument(m) => write!(f, "invalid request: {m}"),
             DecideError::Unavailable(m) => write!(f, "backend unavailable: {m}"),
-            DecideError::Unsupported(m) => write!(f, "not supported: {m}"),
         }
     }
 }
@@ -66,6 +62,8 @@ pub enum Outcome {
     Unbooked(Decision, u32),
     /// A budget's charge, or its check of 0 hits (a charge of 0): the state after it as a
     /// request of 1 would see it, whether the key owes nothing then, and what it has left.
+    /// (Also what Redis says of hits a denied request did not take and that would not have
+    /// fit: the key's state, `fit` false.)
     Charged {
         /// The engine's `Charge::decision()`.
         decision: Decision,
@@ -156,15 +154,26 @@ async fn look(l: &Limiter, key: &str, n: u64) -> Outcome {
 
 /// Fills `out` for the limits `idx` of a request denied before they took anything: what
 /// their hits would have got, and for a limit that would have admitted them, what its key
-/// has (nothing was taken).
+/// has (nothing was taken). Redis, which is asked only for 0 hits, says what the key has;
+/// hits past it would not have fit.
 pub async fn look_unbooked(items: &[Item], idx: &[usize], out: &mut [Outcome]) {
     for &i in idx {
         let Some(l) = limiter(&items[i]) else {
             continue;
         };
-        let n = u32::try_from(items[i].hits).unwrap_or(u32::MAX);
-        out[i] = match look(l, &items[i].key, items[i].hits).await {
+        let (key, hits) = (items[i].key.as_str(), items[i].hits);
+        let n = u32::try_from(hits).unwrap_or(u32::MAX);
+        out[i] = match look(l, key, hits).await {
             Outcome::Decided(d) => unbooked(d, n, false),
+            Outcome::Unknown if hits > 0 => match look(l, key, 0).await {
+                Outcome::Decided(d) if d.remaining() >= n => Outcome::Unbooked(d, 0),
+                Outcome::Decided(d) => Outcome::Charged {
+                    decision: d,
+                    fit: false,
+                    left: 0,
+                },
+                other => other,
+            },
             other => other,
         };
     }
@@ -198,7 +207,8 @@ pub async fn look_all(items: &[Item], idx: &[usize], out: &mut [Outcome]) {
     }
 }
 
-fn redis_error(e: &tollgate::redis::Error) -> DecideError {
+/// The request's error for a Redis error.
+pub(crate) fn redis_error(e: &tollgate::redis::Error) -> DecideError {
     use tollgate::redis::Error as E;
     match e {
         E::DuplicateKey { .. } | E::CrossSlot { .. } => {

@@ -300,15 +300,12 @@ impl Engine {
             }
         }
         let g = Groups::of(&items, self.policy.global_quota);
-        if self.backend.mode() != crate::backend::Mode::Local {
-            unsupported_on_redis(&items, &g)?;
-        }
         let mut outcomes: Vec<Outcome> = (0..items.len()).map(|_| Outcome::None).collect();
         // Give-backs first: they return what earlier requests took, whatever this one gets.
-        give_back_all(&items, &g.give_backs, &mut outcomes);
+        give_back_all(&items, &g.give_backs, &mut outcomes).await?;
         // A budget's check of 0 hits takes nothing and is denied while its key owes: it
         // decides with the other limits before anything is taken.
-        charge_all(&items, &g.checks, &mut outcomes);
+        charge_all(&items, &g.checks, &mut outcomes).await?;
         let over = |out: &[Outcome], idx: &[usize]| idx.iter().any(|&i| out[i].denied());
         let all_over_now = |out: &[Outcome], idx: &[usize]| {
             !idx.is_empty() && idx.iter().all(|&i| out[i].denied())
@@ -354,7 +351,7 @@ impl Engine {
         // request takes nothing from them either. A charge past what was left is reported
         // `OVER_LIMIT`; it undoes nothing the other limits took.
         if admitted || counting {
-            charge_all(&items, &g.charges, &mut outcomes);
+            charge_all(&items, &g.charges, &mut outcomes).await?;
         } else {
             // The status says whether the charge would have fit.
             look_unbooked(&items, &g.charges, &mut outcomes).await;
@@ -440,37 +437,6 @@ impl Groups {
         }
         g
     }
-}
-
-/// Refuses, until the library's Redis modes can charge and give back, a request that
-/// would charge or check a budget or give hits back: an answer that ignored them would be
-/// silently wrong (a charge never taken, a check that never sees a debt).
-fn unsupported_on_redis(items: &[Item], g: &Groups) -> Result<(), DecideError> {
-    let what = if let Some(&i) = g.give_backs.first() {
-        ("is_negative_hits (giving hits back)", i)
-    } else if let Some(&i) = g.checks.first().or(g.charges.first()) {
-        ("a budget limit (budget: true)", i)
-    } else {
-        return Ok(());
-    };
-    let limit = items[what.1]
-        .rule
-        .as_ref()
-        .map_or("", |r| r.stat_key.as_str());
-    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let message = format!(
-        "{} cannot be decided on the Redis backend yet (limit {limit}); use the in-process backend",
-        what.0
-    );
-    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        tracing::warn!(
-            limit,
-            "{message}; such calls are answered UNIMPLEMENTED (logged once)"
-        );
-    } else {
-        tracing::debug!(limit, "{message}");
-    }
-    Err(DecideError::Unsupported(message))
 }
 
 /// The stat key of the request's own entries: `domain.key_value.key_value...`.

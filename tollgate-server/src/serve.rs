@@ -49,7 +49,6 @@ async fn json(State(s): State<Http>, body: Bytes) -> Response {
         }
         Err(DecideError::InvalidArgument(m)) => (StatusCode::BAD_REQUEST, m).into_response(),
         Err(DecideError::Unavailable(m)) => (StatusCode::INTERNAL_SERVER_ERROR, m).into_response(),
-        Err(DecideError::Unsupported(m)) => (StatusCode::NOT_IMPLEMENTED, m).into_response(),
     }
 }
 

@@ -2,8 +2,8 @@
 //! the real binary on loopback ports: envoyproxy/ratelimit's token-quota flow
 //! (`integration-test/scripts/token-quota.sh`) on a budget, the README's LLM-gateway
 //! example replayed as the README tells it, what a budget does beside other limits in one
-//! request, give-backs on budgets and on other limits, reload, and the Redis modes (not
-//! supported yet: a clear error, never a silent answer).
+//! request, give-backs on budgets and on other limits, reload, refusals; in process and
+//! on Redis (exact mode, and the hybrid mode for the token-quota flow).
 
 mod common;
 
@@ -95,6 +95,11 @@ async fn token_quota(extra: &[&str]) {
     // service_1 (1 a minute, a budget too) is untouched.
     let r = ask(&s, "rl", vec![hits(&[("service", "service_1")], 0)]).await;
     assert_eq!(codes(&r), [(OK, 1)]);
+    // Beyond the script: two hits given back (is_negative_hits) pay the debt and leave one.
+    let r = ask(&s, "rl", vec![back(&service_2, 2)]).await;
+    assert_eq!(codes(&r), [(OK, 1)]);
+    let r = ask(&s, "rl", vec![hits(&service_2, 0)]).await;
+    assert_eq!(codes(&r), [(OK, 1)]);
 }
 
 #[tokio::test]
@@ -105,6 +110,24 @@ async fn token_quota_sh_on_a_budget() {
 #[tokio::test]
 async fn token_quota_sh_on_a_budget_counting_denied_hits() {
     token_quota(&["--count-denied-hits"]).await;
+}
+
+#[tokio::test]
+async fn token_quota_sh_on_a_budget_on_redis() {
+    let redis = Redis::start();
+    token_quota(&["--redis", &redis.url()]).await;
+}
+
+#[tokio::test]
+async fn token_quota_sh_on_a_budget_on_redis_counting_denied_hits() {
+    let redis = Redis::start();
+    token_quota(&["--redis", &redis.url(), "--count-denied-hits"]).await;
+}
+
+#[tokio::test]
+async fn token_quota_sh_on_a_budget_in_hybrid_mode() {
+    let redis = Redis::start();
+    token_quota(&["--redis", &redis.url(), "--mode", "hybrid"]).await;
 }
 
 /// The README's LLM-gateway example, replayed as the README tells it: its configuration
@@ -222,13 +245,22 @@ descriptors:
       algorithm: sliding_log
 ";
 
+/// The binary serving `MIXED`, in process or on a Redis of its own (exact mode).
+fn serve_mixed(name: &str, redis: bool) -> (TempDir, Option<Redis>, Server) {
+    let dir = TempDir::new(name);
+    dir.write("mix.yaml", MIXED);
+    let r = redis.then(Redis::start);
+    let s = match &r {
+        Some(r) => Server::start(&dir.0, &["--redis", &r.url()]),
+        None => Server::start(&dir.0, &[]),
+    };
+    (dir, r, s)
+}
+
 /// A charge in a request another limit denies is not taken: the status says what the
 /// charge would have found, and the budget keeps what it had.
-#[tokio::test]
-async fn a_request_denied_by_another_limit_takes_no_charge() {
-    let dir = TempDir::new("budget-mixed");
-    dir.write("mix.yaml", MIXED);
-    let s = Server::start(&dir.0, &[]);
+async fn a_request_denied_by_another_limit_takes_no_charge(redis: bool) {
+    let (_dir, _redis, s) = serve_mixed("budget-mixed", redis);
     let (t, c) = ([("tokens", "a")], [("calls", "a")]);
     let r = ask(&s, "mix", vec![hits(&t, 30), desc(&c)]).await;
     assert_eq!(r.overall_code, OK);
@@ -250,11 +282,8 @@ async fn a_request_denied_by_another_limit_takes_no_charge() {
 
 /// A budget that owes denies the request at its check, before anything is taken: the
 /// other limits keep their counts.
-#[tokio::test]
-async fn a_budget_in_debt_denies_before_anything_is_taken() {
-    let dir = TempDir::new("budget-debt");
-    dir.write("mix.yaml", MIXED);
-    let s = Server::start(&dir.0, &[]);
+async fn a_budget_in_debt_denies_before_anything_is_taken(redis: bool) {
+    let (_dir, _redis, s) = serve_mixed("budget-debt", redis);
     let r = ask(&s, "mix", vec![hits(&[("tokens", "b")], 130)]).await;
     assert_eq!(codes(&r), [(OVER, 0)], "owes 30");
     let r = ask(
@@ -271,11 +300,8 @@ async fn a_budget_in_debt_denies_before_anything_is_taken() {
 
 /// A charge past what was left reports `OVER_LIMIT` but undoes nothing: the request was
 /// admitted by the other limits before its cost was known (README, "Token budgets").
-#[tokio::test]
-async fn a_charge_past_the_budget_undoes_nothing_the_others_took() {
-    let dir = TempDir::new("budget-after");
-    dir.write("mix.yaml", MIXED);
-    let s = Server::start(&dir.0, &[]);
+async fn a_charge_past_the_budget_undoes_nothing_the_others_took(redis: bool) {
+    let (_dir, _redis, s) = serve_mixed("budget-after", redis);
     let r = ask(
         &s,
         "mix",
@@ -290,11 +316,8 @@ async fn a_charge_past_the_budget_undoes_nothing_the_others_took() {
 
 /// `is_negative_hits` gives hits back to the limit the descriptor matches, budget or not,
 /// never below an empty key; give-backs come first in a request.
-#[tokio::test]
-async fn give_backs_on_budgets_and_other_limits() {
-    let dir = TempDir::new("budget-give-back");
-    dir.write("mix.yaml", MIXED);
-    let s = Server::start(&dir.0, &[]);
+async fn give_backs_on_budgets_and_other_limits(redis: bool) {
+    let (_dir, _redis, s) = serve_mixed("budget-give-back", redis);
     let t = [("tokens", "d")];
     ask(&s, "mix", vec![hits(&t, 130)]).await;
     let r = ask(&s, "mix", vec![back(&t, 50)]).await;
@@ -503,60 +526,58 @@ fn bad_budgets_are_refused_at_load() {
     assert!(e.contains("budgett"), "{e}");
 }
 
-/// Redis exact mode cannot charge yet: a call that charges or checks a budget, or gives
-/// hits back, is answered UNIMPLEMENTED (HTTP 501) and logged; the other limits answer.
+/// While Redis is away a charge follows the failure policy: `open` admits it uncounted,
+/// `closed` answers `OVER_LIMIT`, `local` charges this instance's own table (the debt is
+/// there for the next check), `error` fails the call (UNAVAILABLE).
 #[tokio::test]
-async fn redis_answers_budgets_unimplemented() {
-    let redis = Redis::start();
-    let dir = TempDir::new("budget-redis");
-    dir.write("mix.yaml", MIXED);
-    let s = Server::start(&dir.0, &["--redis", &redis.url()]);
-    assert!(
-        s.log_text()
-            .contains("budget limits cannot be decided on Redis yet"),
-        "a warning at load: {}",
-        s.log_text()
-    );
-    let mut c = s.grpc_client().await;
-    for ds in [
-        vec![hits(&[("tokens", "e")], 0)],
-        vec![hits(&[("tokens", "e")], 40)],
-        vec![desc(&[("big", "e")]), hits(&[("tokens", "e")], 40)],
-        vec![back(&[("big", "e")], 1)],
-    ] {
-        let e = call(&mut c, request("mix", ds.clone()))
-            .await
-            .expect_err("not supported on Redis");
-        assert_eq!(e.code(), tonic::Code::Unimplemented, "{ds:?}: {e:?}");
-        assert!(e.message().contains("on the Redis backend"), "{e:?}");
+async fn redis_away_a_charge_follows_the_failure_policy() {
+    for policy in ["open", "closed", "local", "error"] {
+        let dir = TempDir::new("budget-redis-away");
+        dir.write("mix.yaml", MIXED);
+        let mut redis = Redis::start();
+        let url = redis.url();
+        let s = Server::start(&dir.0, &["--redis", &url, "--redis-failure", policy]);
+        let t = [("tokens", "f")];
+        assert_eq!(codes(&ask(&s, "mix", vec![hits(&t, 30)]).await), [(OK, 70)]);
+        redis.kill();
+        let mut c = s.grpc_client().await;
+        let charged = call(&mut c, request("mix", vec![hits(&t, 130)])).await;
+        let checked = call(&mut c, request("mix", vec![hits(&t, 0)])).await;
+        match policy {
+            "open" => {
+                assert_eq!(charged.unwrap().overall_code, OK, "{policy}");
+                assert_eq!(checked.unwrap().overall_code, OK, "{policy}");
+            }
+            "closed" => {
+                assert_eq!(charged.unwrap().overall_code, OVER, "{policy}");
+                assert_eq!(checked.unwrap().overall_code, OVER, "{policy}");
+            }
+            "local" => {
+                assert_eq!(codes(&charged.unwrap()), [(OVER, 0)], "{policy}: owes 30");
+                assert_eq!(codes(&checked.unwrap()), [(OVER, 0)], "{policy}");
+            }
+            _ => {
+                let e = charged.expect_err("error policy");
+                assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+            }
+        }
     }
-    let r = ask(&s, "mix", vec![desc(&[("big", "e")])]).await;
-    assert_eq!(codes(&r), [(OK, 9)], "nothing taken by the refused calls");
-    let body = r#"{"domain":"mix","descriptors":[{"entries":[{"key":"tokens","value":"e"}],"hitsAddend":"3"}]}"#;
-    let (status, text) = s.http("/json", Some(body.as_bytes().to_vec())).await;
-    assert_eq!(status, 501, "{text}");
-    assert!(
-        s.log_text()
-            .contains("cannot be decided on the Redis backend yet"),
-        "{}",
-        s.log_text()
-    );
 }
 
-/// The hybrid mode refuses a budget at load, naming the field.
-#[test]
-fn hybrid_mode_refuses_budgets_at_load() {
-    let redis = Redis::start();
-    let dir = TempDir::new("budget-hybrid");
-    // A fixed window: an algorithm the hybrid mode runs.
-    dir.write(
-        "h.yaml",
-        "domain: h\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n      budget: true\n",
-    );
-    let e = refusal(&dir, &["--redis", &redis.url(), "--mode", "hybrid"])
-        .expect("a budget in hybrid mode was accepted");
-    assert!(
-        e.contains("descriptors[0].rate_limit.budget: the hybrid mode cannot charge a budget"),
-        "{e}"
-    );
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod in_process {
+            $(#[tokio::test] async fn $name() { super::$name(false).await; })*
+        }
+        mod on_redis {
+            $(#[tokio::test] async fn $name() { super::$name(true).await; })*
+        }
+    };
 }
+
+both_backends!(
+    a_request_denied_by_another_limit_takes_no_charge,
+    a_budget_in_debt_denies_before_anything_is_taken,
+    a_charge_past_the_budget_undoes_nothing_the_others_took,
+    give_backs_on_budgets_and_other_limits,
+);

@@ -89,7 +89,6 @@ async fn decide(body: &mut RecvStream, engine: &Engine) -> Result<Bytes, Status>
     let response = engine.decide(&request).await.map_err(|e| match e {
         DecideError::InvalidArgument(m) => Status::new(Code::InvalidArgument, m),
         DecideError::Unavailable(m) => Status::new(Code::Unavailable, m),
-        DecideError::Unsupported(m) => Status::new(Code::Unimplemented, m),
     })?;
     let len = response.encoded_len();
     let mut out = BytesMut::with_capacity(5 + len);

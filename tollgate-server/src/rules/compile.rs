@@ -4,7 +4,7 @@
 use super::carry::{self, Carry};
 use super::pattern::Pattern;
 use super::{push_entry, Domain, Node, Rule, Rules, DEFAULT_MAX_KEYS};
-use crate::backend::{Backend, LimitParams, Limiter, Mode};
+use crate::backend::{Backend, LimitParams, Limiter};
 use crate::config::{Config, Descriptor};
 use crate::stats::{Counters, StatKey};
 use std::collections::HashMap;
@@ -171,20 +171,6 @@ impl Ctx<'_> {
                 d.value.as_deref().unwrap_or("\u{0}"),
             );
             if let Some(spec) = &d.rate_limit {
-                if spec.budget {
-                    match self.backend.mode() {
-                        Mode::Local => {}
-                        Mode::Hybrid => {
-                            return Err(format!(
-                                "{field}.rate_limit.budget: the hybrid mode cannot charge a budget (use the in-process backend)"
-                            ))
-                        }
-                        Mode::Exact => tracing::warn!(
-                            limit = %stat.dotted(),
-                            "budget limits cannot be decided on Redis yet: calls that charge or check this limit are answered UNIMPLEMENTED"
-                        ),
-                    }
-                }
                 let slot = format!("{}|{slot_path}", self.domain);
                 let stat_key = stat.dotted();
                 let params = LimitParams {

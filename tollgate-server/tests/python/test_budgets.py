@@ -2,7 +2,8 @@
 them: envoyproxy/ratelimit's token-quota flow (integration-test/scripts/token-quota.sh)
 and an apply_on_stream_done sequence on the README's LLM-gateway example.
 
-Run by tollgate-server/tests/python_budgets.rs, once per backend, against the real binary
+Run by tollgate-server/tests/python_budgets.rs, once per backend (in process, Redis exact
+mode), against the real binary
 serving a directory with:
     rl.yaml   envoyproxy/ratelimit's examples/ratelimit/config/example.yaml, its two
               quota-mode services made budgets (a `budget: true` line each)
@@ -10,9 +11,6 @@ serving a directory with:
 and these variables:
     TOLLGATE_GRPC     host:port of the gRPC listener
     TOLLGATE_STUBS    directory of the modules grpcio-tools generated from tollgate-server/proto
-    TOLLGATE_BUDGETS  `supported`, or `unimplemented` for a backend that answers budgets and
-                      give-backs with gRPC UNIMPLEMENTED (Redis, until the library's Redis
-                      limiter can charge)
 """
 import os
 import sys
@@ -28,7 +26,6 @@ from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2  # noqa: E402
 
 OK = rls_pb2.RateLimitResponse.OK
 OVER = rls_pb2.RateLimitResponse.OVER_LIMIT
-SUPPORTED = os.environ["TOLLGATE_BUDGETS"] == "supported"
 
 STUB = rls_pb2_grpc.RateLimitServiceStub(grpc.insecure_channel(os.environ["TOLLGATE_GRPC"]))
 
@@ -59,29 +56,6 @@ def settle():
         time.sleep(61 - s)
 
 
-class Unsupported(unittest.TestCase):
-    """A backend that cannot charge says so: never a silent answer."""
-
-    def assertUnimplemented(self, f):
-        with self.assertRaises(grpc.RpcError) as e:
-            f()
-        self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED, e.exception.details())
-        self.assertIn("Redis", e.exception.details())
-
-    @unittest.skipIf(SUPPORTED, "budgets are supported on this backend")
-    def test_budgets_and_give_backs_are_unimplemented(self):
-        service_2 = ("service", "service_2")
-        self.assertUnimplemented(lambda: call("rl", desc(service_2, hits=0)))
-        self.assertUnimplemented(lambda: call("rl", desc(service_2, hits=1)))
-        self.assertUnimplemented(lambda: call("llm", desc(("user", "u"), hits=5, negative=True)))
-        # A give-back on a limit that is no budget is refused as well.
-        self.assertUnimplemented(lambda: call("rl", desc(("foo", "x"), hits=1, negative=True)))
-        # The other limits answer as ever: `foo` (2 a minute) in upstream's example.
-        r = call("rl", desc(("foo", "python-unsupported")))
-        self.assertEqual(r.overall_code, OK)
-
-
-@unittest.skipUnless(SUPPORTED, "this backend answers budgets UNIMPLEMENTED")
 class TokenQuotaSh(unittest.TestCase):
     def test_token_quota_sh(self):
         """token-quota.sh: /tokenquota checks (service, service_2) with hits_addend 0 before
@@ -105,7 +79,6 @@ class TokenQuotaSh(unittest.TestCase):
         self.assertIn(r.statuses[0].duration_until_reset.seconds, (left, left + 1))
 
 
-@unittest.skipUnless(SUPPORTED, "this backend answers budgets UNIMPLEMENTED")
 class ApplyOnStreamDone(unittest.TestCase):
     """The README's LLM gateway: before the request Envoy checks three budgets with
     hits_addend 0; when the stream is done it sends the same descriptors with the answer's
