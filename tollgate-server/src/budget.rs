@@ -20,11 +20,6 @@
 use crate::backend::Limiter;
 use crate::decide::{limiter, redis_error, DecideError, Item, Outcome};
 
-/// Whether `it`'s limit is a budget.
-pub fn is_budget(it: &Item) -> bool {
-    it.rule.as_ref().is_some_and(|r| r.spec.budget)
-}
-
 /// Hits as the engine takes them (a larger count is past any quota anyway).
 fn n32(hits: u64) -> u32 {
     u32::try_from(hits).unwrap_or(u32::MAX)
