@@ -14,9 +14,11 @@ use std::fmt;
 /// what went past its quota ([`owed`](Self::owed)), which its next requests wait out at
 /// the quota's rate (a bucket's debt), or which keeps the rest of the window (the fixed
 /// window), the next window's weight (the sliding window) or the next period (the log)
-/// from admitting anything. The debt is bounded: a key owes at most one burst past its
-/// quota by default (`charge_owing` sets another bound); the part of a cost past the
-/// bound is not counted, and [`dropped`](Self::dropped) says how much.
+/// from admitting anything. The debt is bounded: a bucket or a window owes at most one
+/// burst past its quota by default (`charge_owing` sets another bound; the part of a
+/// cost past the bound is not counted, and [`dropped`](Self::dropped) says how much); a
+/// sliding log needs no bound, as its overdraft ends one period after the charge however
+/// large it was.
 ///
 /// [`give_back`](Self::give_back) returns part or all of what it took, to the state it
 /// was taken from only (never after a reset, a removal, an eviction, or, for a bucket,
