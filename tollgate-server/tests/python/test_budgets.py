@@ -97,6 +97,7 @@ class ApplyOnStreamDone(unittest.TestCase):
         self.assertEqual(r.overall_code, OK)
         self.assertEqual(r.statuses[0].limit_remaining, 10_000)
         # The answer cost 10,300 tokens: 300 past the user's 10,000.
+        charged_at = time.monotonic()
         done = call("llm", *self.three(user, 10_300))
         self.assertEqual(done.overall_code, OVER)
         self.assertEqual(codes(done)[0], (OVER, 0))
@@ -106,16 +107,22 @@ class ApplyOnStreamDone(unittest.TestCase):
         r = call("llm", *self.three(user, 0))
         self.assertEqual(r.overall_code, OVER)
         self.assertEqual([s.code for s in r.statuses], [OVER, OK, OK])
-        self.assertEqual(r.statuses[0].duration_until_reset.seconds, 62)
+        # 61.8 s from the charge, less the calls' time since (61 under heavy load).
+        self.assertIn(r.statuses[0].duration_until_reset.seconds, (61, 62))
         headers = {h.key: h.value for h in r.response_headers_to_add}
-        self.assertEqual(headers["RateLimit"], '"user_tokens";r=0;t=62')
+        self.assertIn(
+            headers["RateLimit"], ('"user_tokens";r=0;t=62', '"user_tokens";r=0;t=61')
+        )
         self.assertEqual(headers["RateLimit-Policy"], '"user_tokens";q=10000;w=60')
         # Another user is not concerned.
         self.assertEqual(call("llm", *self.three(user + "-other", 0)).overall_code, OK)
         # 500 tokens given back (is_negative_hits): the debt is paid, 200 left.
         r = call("llm", desc(("user", user), hits=500, negative=True))
         self.assertEqual(r.overall_code, OK)
-        self.assertIn(r.statuses[0].limit_remaining, range(200, 205))
+        # Plus what refilled since the charge (a token every 6 ms: on a busy machine the
+        # calls above may take a while; a fixed slack made this flaky under load).
+        refilled = int((time.monotonic() - charged_at) / 0.006) + 1
+        self.assertIn(r.statuses[0].limit_remaining, range(200, 200 + refilled + 1))
         r = call("llm", *self.three(user, 0))
         self.assertEqual(r.overall_code, OK)
 
@@ -123,7 +130,9 @@ class ApplyOnStreamDone(unittest.TestCase):
         user = "py-" + uuid.uuid4().hex[:10]
         start = time.monotonic()
         call("llm", *self.three(user, 10_300, model="small"))
-        self.assertEqual(call("llm", *self.three(user, 0, model="small")).overall_code, OVER)
+        r = call("llm", *self.three(user, 0, model="small"))
+        if time.monotonic() - start < 1.5:  # else the debt may be paid already
+            self.assertEqual(r.overall_code, OVER)
         # 300 tokens at 6 ms: paid 1.8 s after the charge, not at the next minute.
         time.sleep(max(0.0, 2.0 - (time.monotonic() - start)))
         r = call("llm", *self.three(user, 0, model="small"))
@@ -136,7 +145,7 @@ class ApplyOnStreamDone(unittest.TestCase):
         done = call("llm", desc(("user", user), hits=50_000))
         self.assertEqual(codes(done), [(OVER, 0)])
         r = call("llm", desc(("user", user), hits=0))
-        self.assertEqual(r.statuses[0].duration_until_reset.seconds, 120)
+        self.assertIn(r.statuses[0].duration_until_reset.seconds, (119, 120))
 
 
 if __name__ == "__main__":
