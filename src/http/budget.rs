@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use super::backend::{Acquire, BudgetBackend};
+use super::backend::Acquire;
+use super::budget_backend::BudgetBackend;
 use crate::sync::{PlainAtomicU64 as AtomicU64, PlainOrdering as Ordering, StdArc as Arc};
 
 /// What `remaining` holds before any budget policy admitted the request.

@@ -80,6 +80,7 @@
 mod backend;
 mod body;
 mod budget;
+mod budget_backend;
 mod client_ip;
 mod decide;
 #[cfg(feature = "grpc")]
@@ -89,9 +90,10 @@ mod layer;
 mod policy;
 mod response;
 
-pub use backend::{Acquire, Backend, BackendError, BudgetBackend, Undo};
+pub use backend::{Acquire, Backend, BackendError, Undo};
 pub use body::ResponseBody;
 pub use budget::Budget;
+pub use budget_backend::BudgetBackend;
 pub use client_ip::{CidrError, ClientIp, PeerAddr};
 pub use key::{Global, HeaderKey, KeyExtractor, MethodRoute};
 pub use layer::{OnBackendError, RateLimit, RateLimitLayer, ResponseFuture};

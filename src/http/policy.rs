@@ -5,8 +5,9 @@ use std::fmt;
 use http::request::Parts;
 use http::StatusCode;
 
-use super::backend::{Acquire, Backend, BudgetBackend, Undo};
+use super::backend::{Acquire, Backend, Undo};
 use super::budget::{BoundBudget, KeyBudget};
+use super::budget_backend::BudgetBackend;
 use super::key::KeyExtractor;
 use crate::sync::{
     Ordering, PlainAtomicBool as AtomicBool, PlainAtomicU64 as AtomicU64, StdArc as Arc,
