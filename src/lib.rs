@@ -71,7 +71,8 @@ when the documentation is built with every feature (`cargo doc --all-features`, 
 docs.rs)."#
 )]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![forbid(unsafe_code)]
+// One module may hold `unsafe` code, `machine` (the inline 16-byte atomics); see there.
+#![deny(unsafe_code)]
 
 mod algorithm;
 mod cell;
@@ -84,6 +85,9 @@ mod limiter;
 #[cfg(tollgate_loom)]
 #[doc(hidden)]
 pub mod loom_hooks;
+#[cfg(not(tollgate_loom))]
+#[allow(unsafe_code)]
+mod machine;
 mod multi;
 mod quota;
 #[cfg(feature = "redis")]

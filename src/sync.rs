@@ -71,10 +71,15 @@ pub(crate) use std::sync::OnceLock;
 
 /// A 128-bit atomic word: the keyed table's slot (fingerprint and state together).
 ///
-/// portable-atomic's `AtomicU128` is lock-free on x86_64 (`cmpxchg16b`, detected at
-/// run time) and on aarch64 (`casp`/`ldxp`).
+/// `machine::AtomicU128`: inline `vmovdqa` / `lock cmpxchg16b` on x86-64 CPUs that have
+/// them (detected once), portable-atomic's `AtomicU128` everywhere else (lock-free on
+/// x86_64 with `cmpxchg16b` and on aarch64 with `casp`/`ldxp`).
 #[cfg(not(tollgate_loom))]
-pub(crate) use portable_atomic::AtomicU128;
+pub(crate) use crate::machine::AtomicU128;
+/// Whether the hit path may use the slot word's inline operations (`machine::fast_path`),
+/// and the proof it may.
+#[cfg(not(tollgate_loom))]
+pub(crate) use crate::machine::{fast_path, Fast};
 
 /// A 128-bit atomic word for loom models: a linearizable `u128` behind a loom mutex,
 /// which is exactly the contract the hardware's 16-byte compare-and-swap gives, so the
@@ -112,6 +117,32 @@ impl AtomicU128 {
             Err(*w)
         }
     }
+
+    pub(crate) fn load_fast(&self, _proof: Fast, order: Ordering) -> u128 {
+        self.load(order)
+    }
+
+    pub(crate) fn compare_exchange_fast(
+        &self,
+        _proof: Fast,
+        current: u128,
+        new: u128,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u128, u128> {
+        self.compare_exchange(current, new, success, failure)
+    }
+}
+
+/// In loom models the hit path always runs (on the modelled word).
+#[cfg(tollgate_loom)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fast(());
+
+/// In loom models the hit path always runs (on the modelled word).
+#[cfg(tollgate_loom)]
+pub(crate) fn fast_path() -> Option<Fast> {
+    Some(Fast(()))
 }
 
 /// Whether the slot word's 16-byte atomic operations are lock-free here.

@@ -111,7 +111,12 @@ impl CoarseClock {
     /// use tollgate::{Clock, CoarseClock};
     /// let clock = CoarseClock::new(Duration::from_millis(1))?;
     /// let a = clock.now();
-    /// std::thread::sleep(Duration::from_millis(20));
+    /// // The upkeep thread moves it within about a granularity (a busy machine may
+    /// // schedule the thread later: wait for it, boundedly).
+    /// let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    /// while clock.now() == a && std::time::Instant::now() < deadline {
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
     /// assert!(clock.now() > a);
     /// # Ok::<(), tollgate::CoarseClockError>(())
     /// ```

@@ -5,7 +5,7 @@ use super::{fp_of, pack, state_of, PackedTable, Placed, Scan, FULL, MOVED};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::{Classed, PackedAlgorithm, Step};
 use crate::decision::Decision;
-use crate::sync::Ordering;
+use crate::sync::{fast_path, Fast, Ordering};
 use crate::table::generation;
 
 impl<A: PackedAlgorithm> PackedTable<A> {
@@ -30,9 +30,15 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // (39 ns instead of 28 ns per keyed check).
         // The table is generic over the algorithm, so the loop holds only its values;
         // a bucket in a table of several rates compares classes on a hit (`Classed`).
+        // On a CPU without the inline 16-byte operations (`machine::fast_path`), every
+        // decision takes the slow path, whose operations go through portable-atomic:
+        // the hit path then holds no call and no second check.
+        let Some(fast) = fast_path() else {
+            return self.decide_slow(h, tier, now, cost, params, None);
+        };
         let hit = match params.gcra().filter(Gcra::mixed) {
-            Some(g) => self.decide_found(h, &now, cost, Classed(g)),
-            None => self.decide_found(h, &now, cost, params),
+            Some(g) => self.decide_found(fast, h, &now, cost, Classed(g)),
+            None => self.decide_found(fast, h, &now, cost, params),
         };
         match hit {
             Ok(d) => Some(d),
@@ -48,6 +54,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     #[inline(always)]
     fn decide_found(
         &self,
+        fast: Fast,
         h: u64,
         now: &impl Fn() -> u64,
         cost: u32,
@@ -60,7 +67,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // calls of the scan do not have to preserve the reading's inputs (a keyed hit
         // at 1,000 keys: 26.1 ns with the reading after the scan, 24.8 ns before).
         let t = now();
-        let (i, mut word) = match self.scan(fp, &loc) {
+        let (i, mut word) = match self.scan_with(fp, &loc, |s| s.load_fast(fast, Ordering::Acquire))
+        {
             Scan::Found(i, word) => (i, word),
             Scan::Absent {
                 first_empty: Some(e),
@@ -83,7 +91,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 let Some(next) = step.next_state(0, t, cost) else {
                     return Err(e);
                 };
-                return match self.slot(e).compare_exchange(
+                return match self.slot(e).compare_exchange_fast(
+                    fast,
                     0,
                     pack(
                         generation::word(fp, shard.epoch(), step.class().unwrap_or(0)),
@@ -129,7 +138,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 self.counts.count(cost, &d);
                 return Ok(d);
             };
-            match slot.compare_exchange(
+            match slot.compare_exchange_fast(
+                fast,
                 word,
                 pack(fp_of(word), next),
                 Ordering::AcqRel,

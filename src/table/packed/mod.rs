@@ -285,6 +285,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     /// Scans the key's candidate groups in canonical order.
     #[inline(always)]
     fn scan(&self, fp: u64, loc: &Location) -> Scan {
+        self.scan_with(fp, loc, |slot| slot.load(Ordering::Acquire))
+    }
+
+    /// [`scan`](Self::scan) reading each slot with `load` (the hit path's inline load).
+    #[inline(always)]
+    fn scan_with(&self, fp: u64, loc: &Location, load: impl Fn(&AtomicU128) -> u128) -> Scan {
         let [a, b] = loc.groups;
         let [mut ja, mut jb] = loc.starts;
         let group = self.geo.group();
@@ -322,7 +328,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         if a == b {
             for _ in 0..group {
                 let i = a + ja;
-                if let Some(found) = check(i, self.slot(i).load(Ordering::Acquire)) {
+                if let Some(found) = check(i, load(self.slot(i))) {
                     return found;
                 }
                 ja = if ja + 1 == group { 0 } else { ja + 1 };
@@ -332,7 +338,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             // cache misses of each pair overlap instead of following each other.
             for _ in 0..group {
                 let (ia, ib) = (a + ja, b + jb);
-                let wa = self.slot(ia).load(Ordering::Acquire);
+                let wa = load(self.slot(ia));
                 // An empty slot of the first group ends the scan before the second
                 // group's slot is read: it comes first in the key's order. A table
                 // filling up (a random stream of new keys) then pays one cache miss per
@@ -344,7 +350,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                         first_empty: Some(ia),
                     };
                 }
-                let wb = self.slot(ib).load(Ordering::Acquire);
+                let wb = load(self.slot(ib));
                 if let Some(done) = pair((ia, wa), (ib, wb)) {
                     return done;
                 }
@@ -359,10 +365,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             // against loading each pair together).
             for _ in 0..group {
                 let (ia, ib) = (a + ja, b + jb);
-                if let Some(found) = check(ia, self.slot(ia).load(Ordering::Acquire)) {
+                if let Some(found) = check(ia, load(self.slot(ia))) {
                     return found;
                 }
-                if let Some(found) = check(ib, self.slot(ib).load(Ordering::Acquire)) {
+                if let Some(found) = check(ib, load(self.slot(ib))) {
                     return found;
                 }
                 ja = if ja + 1 == group { 0 } else { ja + 1 };

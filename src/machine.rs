@@ -1,0 +1,510 @@
+//! The machine-level operations of the hit path: the crate's one module with `unsafe` code.
+//!
+//! The keyed table's slot is a 16-byte word (`fingerprint << 64 | state`) read with one
+//! 16-byte atomic load and written with one 16-byte compare-and-swap. portable-atomic
+//! provides both on every target, but on x86-64 built for the baseline CPU it chooses the
+//! instruction at run time through a function pointer on *every* operation: a call the
+//! compiler cannot see through, which spills the caller's registers around it (about 30
+//! instructions of a 250-instruction decision). Here the choice is made once per process:
+//!
+//! * [`fast_path`] asks the CPU once (`cpuid`, cached in a static byte) whether it has
+//!   `cmpxchg16b`, and AVX; every later call is one load of that byte and a predictable
+//!   branch. A decision asks once and hands the answer, a [`Fast`] proof, to each
+//!   operation of its hit path.
+//! * With the proof, [`AtomicU128::load_fast`] is `vmovdqa` (an aligned 16-byte load,
+//!   which Intel, AMD and Zhaoxin document as atomic on every CPU with AVX; LLVM and
+//!   Boost rely on it too), or `lock cmpxchg16b` of 0 with 0 on a CPU without AVX, and
+//!   [`AtomicU128::compare_exchange_fast`] is `lock cmpxchg16b`, all inline: no call,
+//!   so the hit path keeps its values in registers.
+//! * Without it (an x86-64 CPU without `cmpxchg16b`) a decision takes the table's slow
+//!   path, whose operations ([`AtomicU128::load`], [`AtomicU128::compare_exchange`])
+//!   call portable-atomic's out of line. On other targets portable-atomic's operations
+//!   are inline already, and are what the proof's methods run.
+//!
+//! Both instructions are sequentially consistent on x86-64 (a locked instruction is a
+//! full barrier; a load is never reordered with older stores to the same location nor
+//! with younger loads), so every `Ordering` the callers pass is honoured. Neither asm
+//! block is marked `nomem` or `readonly`: the compiler treats each as touching memory, so
+//! it moves no load or store across it.
+//!
+//! The tests below run each inline path and portable-atomic side by side on the same
+//! words (same results, every ordering, under threads); loom models never see this type (they
+//! swap in their own through `crate::sync`). The README's "Where the unsafe code is"
+//! says the same for users.
+
+use std::sync::atomic::Ordering;
+
+/// A 16-byte atomic word, 16-byte aligned: portable-atomic's, with the load and the
+/// compare-and-swap inlined as `vmovdqa` / `lock cmpxchg16b` where [`fast`] says the
+/// CPU has them.
+#[repr(transparent)]
+#[derive(Debug, Default)]
+pub(crate) struct AtomicU128(portable_atomic::AtomicU128);
+
+impl AtomicU128 {
+    /// A word holding `v`.
+    pub(crate) const fn new(v: u128) -> Self {
+        AtomicU128(portable_atomic::AtomicU128::new(v))
+    }
+
+    /// Whether the word's operations are lock-free here.
+    pub(crate) fn is_lock_free() -> bool {
+        // Wherever the inline instructions run, portable-atomic's are lock-free too.
+        portable_atomic::AtomicU128::is_lock_free()
+    }
+
+    /// The word, read atomically: the inline instruction where [`fast_path`] allows,
+    /// else portable-atomic's (out of line). For the cold paths; the hit path checks once
+    /// per decision and calls [`load_fast`](Self::load_fast).
+    #[inline]
+    pub(crate) fn load(&self, order: Ordering) -> u128 {
+        match fast_path() {
+            Some(proof) => self.load_fast(proof, order),
+            None => self.slow_load(order),
+        }
+    }
+
+    /// Stores `new` if the word holds `current`; returns the word it held (`Ok` when
+    /// that was `current`, so the store happened; `Err` with the word otherwise). Chooses
+    /// its instruction as [`load`](Self::load) does.
+    #[inline]
+    pub(crate) fn compare_exchange(
+        &self,
+        current: u128,
+        new: u128,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u128, u128> {
+        match fast_path() {
+            Some(proof) => self.compare_exchange_fast(proof, current, new, success, failure),
+            None => self.slow_compare_exchange(current, new, success, failure),
+        }
+    }
+
+    /// The word, read by an inline instruction (`vmovdqa` on a CPU with AVX, else
+    /// `lock cmpxchg16b` of 0 with 0, which writes nothing it did not read): no check and
+    /// no call, for a caller that holds the proof [`fast_path`] gave.
+    #[inline(always)]
+    pub(crate) fn load_fast(&self, proof: Fast, order: Ordering) -> u128 {
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        {
+            let _ = order;
+            let word = self.0.as_ptr();
+            if proof.avx {
+                // SAFETY: `word` points at this word, live for `&self`'s lifetime and
+                // 16-byte aligned (portable-atomic's `AtomicU128` is `align(16)`); every
+                // access to it is atomic (this module's instructions, or portable-atomic's,
+                // which are `lock cmpxchg16b` on this CPU); and a `Fast` with `avx` is made
+                // only by `fast_path` on a CPU where `detect` found AVX (whose aligned
+                // 16-byte loads are atomic) and `cmpxchg16b`.
+                unsafe { x86::load(word) }
+            } else {
+                // SAFETY: as above (the word is also valid for writes: an `AtomicU128`);
+                // a `Fast` is made only on a CPU where `detect` found `cmpxchg16b`.
+                unsafe { x86::cmpxchg16b(word, 0, 0).0 }
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+        {
+            let _ = proof;
+            self.0.load(order)
+        }
+    }
+
+    /// [`compare_exchange`](Self::compare_exchange) by the inline `lock cmpxchg16b`, with
+    /// no check and no call (see [`load_fast`](Self::load_fast)).
+    #[inline(always)]
+    pub(crate) fn compare_exchange_fast(
+        &self,
+        proof: Fast,
+        current: u128,
+        new: u128,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u128, u128> {
+        let _ = proof;
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        {
+            let _ = (success, failure);
+            // SAFETY: as in `load_fast`: a live, 16-byte aligned word only ever accessed
+            // atomically; a `Fast` exists only on a CPU where `detect` found `cmpxchg16b`.
+            let (prev, swapped) = unsafe { x86::cmpxchg16b(self.0.as_ptr(), current, new) };
+            if swapped {
+                Ok(prev)
+            } else {
+                Err(prev)
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+        self.0.compare_exchange(current, new, success, failure)
+    }
+
+    /// portable-atomic's load, out of line so that callers stay small.
+    #[cold]
+    #[inline(never)]
+    fn slow_load(&self, order: Ordering) -> u128 {
+        self.0.load(order)
+    }
+
+    /// portable-atomic's compare-and-swap, out of line.
+    #[cold]
+    #[inline(never)]
+    fn slow_compare_exchange(
+        &self,
+        current: u128,
+        new: u128,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u128, u128> {
+        self.0.compare_exchange(current, new, success, failure)
+    }
+
+    /// portable-atomic's operations alone, whatever the CPU: the tests' reference.
+    #[cfg(test)]
+    fn portable(&self) -> &portable_atomic::AtomicU128 {
+        &self.0
+    }
+}
+
+/// The proof that the inline operations run here, and which load: made only by
+/// [`fast_path`], so a caller holding one may use [`AtomicU128::load_fast`] and
+/// [`AtomicU128::compare_exchange_fast`] without checking again.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fast {
+    /// The CPU has AVX: loads are `vmovdqa` (else `lock cmpxchg16b`).
+    avx: bool,
+}
+
+/// `Some` where a decision's 16-byte operations may be inline: on x86-64 a CPU with
+/// `cmpxchg16b` (see [`Cpu`]); on every other target always (portable-atomic's
+/// operations there are already inline instructions, with no run-time dispatch).
+/// `None` (an x86-64 CPU without `cmpxchg16b`, or `TOLLGATE_ATOMICS=portable`) sends a
+/// decision to the slow path, whose operations go through portable-atomic.
+#[inline(always)]
+pub(crate) fn fast_path() -> Option<Fast> {
+    if !cfg!(all(target_arch = "x86_64", not(miri))) {
+        return Some(Fast { avx: false });
+    }
+    match CPU.load(Ordering::Relaxed) {
+        AVX => Some(Fast { avx: true }),
+        CX16 => Some(Fast { avx: false }),
+        PORTABLE => None,
+        _ => detect(),
+    }
+}
+
+/// What [`detect`] found, one byte read on every decision: unknown until the first.
+static CPU: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(UNKNOWN);
+const UNKNOWN: u8 = 0;
+/// `cmpxchg16b` and AVX (the OS saving AVX state): `vmovdqa` loads, `lock cmpxchg16b`.
+const AVX: u8 = 1;
+/// `cmpxchg16b` without AVX: `lock cmpxchg16b` for both.
+const CX16: u8 = 2;
+/// Neither (or asked for): portable-atomic's operations.
+const PORTABLE: u8 = 3;
+
+/// Asks the CPU (and the environment) once, and caches the answer in [`CPU`].
+///
+/// `TOLLGATE_ATOMICS=portable` in the environment at the first decision makes a process
+/// use portable-atomic alone, and `TOLLGATE_ATOMICS=cmpxchg16b` the `lock cmpxchg16b` load
+/// on a CPU with AVX: to compare them, or to rule the assembly out.
+#[cold]
+#[inline(never)]
+fn detect() -> Option<Fast> {
+    let cpu = answer(std::env::var_os("TOLLGATE_ATOMICS").as_deref());
+    CPU.store(cpu, Ordering::Relaxed);
+    match cpu {
+        AVX => Some(Fast { avx: true }),
+        CX16 => Some(Fast { avx: false }),
+        _ => None,
+    }
+}
+
+/// What [`detect`] caches, given the environment variable's value.
+fn answer(asked: Option<&std::ffi::OsStr>) -> u8 {
+    let (cx16, avx) = cpu_features();
+    match asked.and_then(|a| a.to_str()) {
+        Some("portable") => PORTABLE,
+        _ if !cx16 => PORTABLE,
+        Some("cmpxchg16b") => CX16,
+        _ if avx => AVX,
+        _ => CX16,
+    }
+}
+
+/// `(cmpxchg16b, avx)`: std's detection reads `cpuid` and, for AVX, XCR0 (that the OS
+/// saves the registers).
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+fn cpu_features() -> (bool, bool) {
+    (
+        std::arch::is_x86_feature_detected!("cmpxchg16b"),
+        std::arch::is_x86_feature_detected!("avx"),
+    )
+}
+
+#[cfg(not(all(target_arch = "x86_64", not(miri))))]
+fn cpu_features() -> (bool, bool) {
+    (false, false)
+}
+
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+mod x86 {
+    use std::arch::asm;
+
+    /// One aligned 16-byte load (`vmovdqa`), split into the two halves.
+    ///
+    /// # Safety
+    /// `src` is valid for reads, 16-byte aligned, accessed by no non-atomic write
+    /// concurrently, and the CPU has AVX.
+    #[inline(always)]
+    pub(super) unsafe fn load(src: *mut u128) -> u128 {
+        let (lo, hi): (u64, u64);
+        // SAFETY: the caller's contract. `vmovdqa` faults on a misaligned address, never
+        // reads past the 16 bytes, and writes only the named registers. `vpextrq` and
+        // `vmovq` are AVX encodings, available by the same contract.
+        unsafe {
+            asm!(
+                "vmovdqa {tmp}, xmmword ptr [{src}]",
+                "vmovq {lo}, {tmp}",
+                "vpextrq {hi}, {tmp}, 1",
+                src = in(reg) src,
+                tmp = out(xmm_reg) _,
+                lo = lateout(reg) lo,
+                hi = lateout(reg) hi,
+                options(nostack, preserves_flags),
+            );
+        }
+        (u128::from(hi) << 64) | u128::from(lo)
+    }
+
+    /// `lock cmpxchg16b`: stores `new` if `*dst == old`. Returns the word `*dst` held and
+    /// whether the store happened.
+    ///
+    /// # Safety
+    /// `dst` is valid for reads and writes, 16-byte aligned, accessed by no non-atomic
+    /// operation concurrently, and the CPU has `cmpxchg16b`.
+    #[inline(always)]
+    pub(super) unsafe fn cmpxchg16b(dst: *mut u128, old: u128, new: u128) -> (u128, bool) {
+        let (prev_lo, prev_hi): (u64, u64);
+        let failed: u8;
+        // SAFETY: the caller's contract. The instruction compares rdx:rax with the 16
+        // bytes at `dst`; if equal it stores rcx:rbx there (ZF set), else loads them into
+        // rdx:rax (ZF clear): rdx:rax is the word held either way. rbx is reserved by
+        // LLVM, so the new low half travels in r8 and is swapped into rbx around the
+        // instruction, rbx restored after. The address is pinned to r9: a `reg` operand
+        // could be given rbx, which the `xchg` overwrites before the instruction reads it.
+        // Flags are modified (no `preserves_flags`).
+        unsafe {
+            asm!(
+                "xchg r8, rbx",
+                "lock cmpxchg16b xmmword ptr [r9]",
+                "setne {failed}",
+                "mov rbx, r8",
+                in("r9") dst,
+                failed = lateout(reg_byte) failed,
+                inout("r8") new as u64 => _,
+                in("rcx") (new >> 64) as u64,
+                inout("rax") old as u64 => prev_lo,
+                inout("rdx") (old >> 64) as u64 => prev_hi,
+                options(nostack),
+            );
+        }
+        (
+            (u128::from(prev_hi) << 64) | u128::from(prev_lo),
+            failed == 0,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    const ORDERS: [Ordering; 5] = [
+        Ordering::Relaxed,
+        Ordering::Acquire,
+        Ordering::Release,
+        Ordering::AcqRel,
+        Ordering::SeqCst,
+    ];
+
+    fn failure_order(o: Ordering) -> Ordering {
+        match o {
+            Ordering::Release | Ordering::Relaxed => Ordering::Relaxed,
+            Ordering::AcqRel | Ordering::Acquire => Ordering::Acquire,
+            _ => Ordering::SeqCst,
+        }
+    }
+
+    fn load_order(o: Ordering) -> Ordering {
+        match o {
+            Ordering::Release | Ordering::AcqRel => Ordering::Acquire,
+            o => o,
+        }
+    }
+
+    /// Words that tell the halves apart and cross every byte boundary.
+    fn words() -> Vec<u128> {
+        let mut v = vec![0, 1, u128::MAX, 1 << 64, (1 << 64) - 1, u128::MAX << 64];
+        let mut x: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;
+        for _ in 0..64 {
+            x = x.rotate_left(13) ^ (x >> 7) ^ 0x9e37_79b9_7f4a_7c15;
+            v.push(x);
+        }
+        v
+    }
+
+    /// Every inline path this CPU can run (the `vmovdqa` load where it has AVX, the
+    /// `lock cmpxchg16b` load wherever it has `cmpxchg16b`).
+    fn proofs() -> Vec<Fast> {
+        let (cx16, avx) = cpu_features();
+        let mut v = Vec::new();
+        if !cfg!(all(target_arch = "x86_64", not(miri))) || cx16 {
+            v.push(Fast { avx: false });
+        }
+        if avx && cx16 {
+            v.push(Fast { avx: true });
+        }
+        v
+    }
+
+    #[test]
+    fn the_cpu_here_takes_the_inline_path_when_it_has_the_features() {
+        // On this project's machines (x86-64 with AVX) the assembly is what runs: a
+        // broken detection must not be silently the slow path.
+        let (cx16, avx) = cpu_features();
+        assert_eq!(
+            answer(None),
+            if !cx16 {
+                PORTABLE
+            } else if avx {
+                AVX
+            } else {
+                CX16
+            }
+        );
+        if cfg!(target_arch = "x86_64") && std::env::var_os("TOLLGATE_ATOMICS").is_none() {
+            assert_eq!(fast_path().is_some(), cx16);
+            assert_eq!(fast_path().is_some_and(|f| f.avx), cx16 && avx);
+        }
+        assert!(AtomicU128::is_lock_free() || !cfg!(target_arch = "x86_64"));
+    }
+
+    #[test]
+    fn the_environment_chooses_the_path_without_outdoing_the_cpu() {
+        // Asked afresh with the variable's value: the process's environment and its
+        // cached answer are left alone, so other tests are not disturbed.
+        let (cx16, _) = cpu_features();
+        assert_eq!(answer(Some("portable".as_ref())), PORTABLE);
+        assert_eq!(
+            answer(Some("cmpxchg16b".as_ref())),
+            if cx16 { CX16 } else { PORTABLE }
+        );
+        assert_eq!(answer(Some("anything".as_ref())), answer(None));
+    }
+
+    #[test]
+    fn the_assembly_and_portable_atomic_agree_on_every_word_and_ordering() {
+        let proofs = proofs();
+        assert!(!proofs.is_empty() || !cfg!(target_arch = "x86_64"));
+        for proof in proofs {
+            for &a in &words() {
+                for &b in &words()[..8] {
+                    for order in ORDERS {
+                        let f = failure_order(order);
+                        let ours = AtomicU128::new(a);
+                        let theirs = portable_atomic::AtomicU128::new(a);
+                        let lo = load_order(order);
+                        assert_eq!(ours.load_fast(proof, lo), theirs.load(lo), "{proof:?}");
+                        assert_eq!(ours.load_fast(proof, lo), a, "a load wrote");
+                        // A compare-and-swap that fails, then one that succeeds.
+                        let wrong = !a;
+                        assert_eq!(
+                            ours.compare_exchange_fast(proof, wrong, b, order, f),
+                            theirs.compare_exchange(wrong, b, order, f),
+                            "failing CAS of {a:#x}"
+                        );
+                        assert_eq!(
+                            ours.portable().load(Ordering::SeqCst),
+                            a,
+                            "a failed CAS wrote"
+                        );
+                        assert_eq!(
+                            ours.compare_exchange_fast(proof, a, b, order, f),
+                            theirs.compare_exchange(a, b, order, f),
+                            "CAS {a:#x} -> {b:#x}"
+                        );
+                        // The assembly's store is what portable-atomic reads, and back.
+                        assert_eq!(ours.portable().load(Ordering::SeqCst), b);
+                        ours.portable().store(a, Ordering::SeqCst);
+                        assert_eq!(ours.load_fast(proof, Ordering::Acquire), a);
+                        // The dispatching and the out-of-line paths alike.
+                        assert_eq!(ours.load(lo), a);
+                        assert_eq!(ours.slow_load(lo), a);
+                        assert_eq!(ours.slow_compare_exchange(wrong, b, order, f), Err(a));
+                        assert_eq!(ours.compare_exchange(wrong, b, order, f), Err(a));
+                        assert_eq!(ours.slow_compare_exchange(a, b, order, f), Ok(a));
+                        assert_eq!(ours.compare_exchange(b, a, order, f), Ok(b));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn loads_are_never_torn_and_no_update_is_lost_under_threads() {
+        // Two writers bump both halves of one word together (lo == hi always) with
+        // compare-and-swap loops, one inline and one through portable-atomic; a reader
+        // checks that every load it makes is whole. Each writer's increments all land.
+        const PER_WRITER: u64 = 50_000;
+        for proof in proofs() {
+            let word = Arc::new(AtomicU128::new(0));
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let reader = {
+                let (word, stop) = (word.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut loads = 0u64;
+                    // At least a few thousand loads, however the threads are scheduled.
+                    while !stop.load(Ordering::Relaxed) || loads < 5_000 {
+                        let w = word.load_fast(proof, Ordering::Acquire);
+                        assert_eq!(w as u64, (w >> 64) as u64, "torn load {w:#x}");
+                        loads += 1;
+                    }
+                })
+            };
+            let writers: Vec<_> = (0..2)
+                .map(|t| {
+                    let word = word.clone();
+                    std::thread::spawn(move || {
+                        for _ in 0..PER_WRITER {
+                            let mut cur = word.load_fast(proof, Ordering::Acquire);
+                            loop {
+                                let n = (cur as u64).wrapping_add(1);
+                                let next = (u128::from(n) << 64) | u128::from(n);
+                                let (s, f) = (Ordering::AcqRel, Ordering::Acquire);
+                                let r = if t == 0 {
+                                    word.compare_exchange_fast(proof, cur, next, s, f)
+                                } else {
+                                    word.portable().compare_exchange(cur, next, s, f)
+                                };
+                                match r {
+                                    Ok(_) => break,
+                                    Err(actual) => cur = actual,
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for w in writers {
+                w.join().unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+            reader.join().unwrap();
+            let w = word.load(Ordering::SeqCst);
+            assert_eq!(w as u64, 2 * PER_WRITER, "{proof:?}");
+            assert_eq!((w >> 64) as u64, 2 * PER_WRITER, "{proof:?}");
+        }
+    }
+}
