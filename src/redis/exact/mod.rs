@@ -190,7 +190,8 @@ impl RedisRateLimiter {
     }
 
     /// Decides one request of cost `n` for `key`. A cost of 0 changes nothing and
-    /// reports the current state.
+    /// reports the current state (a log may drop entries that can never count again;
+    /// [`peek_n`](Self::peek_n) writes nothing at all).
     ///
     /// # Errors
     ///
