@@ -408,12 +408,12 @@ impl<K: ?Sized, B: Backend<K>> Backend<K> for Arc<B> {
 }
 
 #[cfg(feature = "redis")]
-mod redis_backends {
+pub(super) mod redis_backends {
     use super::{Acquire, Backend, BackendError};
     use crate::redis::{Error, HybridRateLimiter, RedisRateLimiter};
     use crate::Quota;
 
-    fn convert(e: Error) -> BackendError {
+    pub(in crate::http) fn convert(e: Error) -> BackendError {
         match e {
             Error::InsufficientCapacity(c) => BackendError::Capacity(c),
             other => BackendError::unavailable(other),
@@ -434,7 +434,7 @@ mod redis_backends {
 
         fn peek(&self, key: &String) -> Acquire {
             let (limiter, key) = (self.clone(), key.clone());
-            Acquire::pending(async move { limiter.check_n(&key, 0).await.map_err(convert) })
+            Acquire::pending(async move { limiter.peek_n(&key, 0).await.map_err(convert) })
         }
 
         fn is_async(&self) -> bool {
@@ -451,8 +451,9 @@ mod redis_backends {
             Acquire::ready(self.check_n(key, cost).map_err(Into::into))
         }
 
+        // A peek inserts nothing into the key table (a check of 0 would).
         fn peek(&self, key: &String) -> Acquire {
-            Acquire::ready(self.check_n(key, 0).map_err(Into::into))
+            Acquire::ready(self.peek_n(key, 0).map_err(Into::into))
         }
     }
 }

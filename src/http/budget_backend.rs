@@ -15,9 +15,20 @@ use crate::{Clock, KeyedRateLimiter, RateLimiter};
 /// dropped, [`budget_charge`](Self::budget_charge) with the cost the handler recorded in the request's
 /// [`Budget`](super::Budget).
 ///
-/// Implemented for [`RateLimiter`] (key `()`) and [`KeyedRateLimiter<K>`], by value or in
-/// an [`Arc`]. The Redis limiters do not implement it yet, so a budget policy on one is a
-/// compile error, never a policy that silently charges nothing.
+/// Implemented for [`RateLimiter`] (key `()`) and [`KeyedRateLimiter<K>`], and with the
+/// `redis` feature for both Redis limiters (key `String`), each by value or in an
+/// [`Arc`]:
+///
+/// * `RedisRateLimiter` (exact mode) peeks with its script's peek mode
+///   (`RedisRateLimiter::peek_n`: one round trip, nothing written) and charges on a task
+///   spawned on the current tokio runtime, since `budget_charge` must not block: the
+///   charge lands one round trip after the body ends, so a request the same key sends in
+///   that moment is judged without it. A charge that nothing counted (Redis failed, a
+///   `Fallback::Allow` or `Deny` answered, no runtime) is counted in
+///   `RedisStats::background_errors`, never lost silently.
+/// * `HybridRateLimiter` peeks and charges locally, at once (`peek_n`, `charge_owing`),
+///   within the hybrid mode's overshoot bound; the charge goes to Redis with the next
+///   sync.
 ///
 /// # Example
 ///
@@ -78,16 +89,24 @@ use crate::{Clock, KeyedRateLimiter, RateLimiter};
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 ///
-/// A Redis limiter is not a `BudgetBackend` (yet): this does not compile.
+/// A Redis limiter behind a budget policy (feature `redis`):
 ///
-#[cfg_attr(feature = "redis", doc = "```compile_fail")]
+#[cfg_attr(feature = "redis", doc = "```no_run")]
 #[cfg_attr(not(feature = "redis"), doc = "```ignore")]
-/// use tollgate::http::{HeaderKey, Policy};
+/// use tollgate::http::{HeaderKey, Policy, RateLimitLayer};
 /// use tollgate::redis::RedisRateLimiter;
+/// use tollgate::{Algorithm, Quota};
 ///
-/// fn budget(tokens: RedisRateLimiter) -> Result<Policy, Box<dyn std::error::Error>> {
-///     Ok(Policy::budget("tokens", tokens, HeaderKey::new("x-api-key")?))
-/// }
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let tokens = RedisRateLimiter::builder(Algorithm::TokenBucket, Quota::per_minute(10_000))
+///     .url("redis://127.0.0.1:6379")
+///     .prefix("tokens")
+///     .build()
+///     .await?;
+/// let layer = RateLimitLayer::new(Policy::budget("tokens", tokens, HeaderKey::new("x-api-key")?));
+/// # let _ = layer;
+/// # Ok(())
+/// # }
 /// ```
 pub trait BudgetBackend<K: ?Sized>: Backend<K> {
     /// What a request of cost `n` would get now, consuming nothing; `n = 0` reports the
@@ -174,5 +193,41 @@ impl<K: ?Sized, B: BudgetBackend<K>> BudgetBackend<K> for Arc<B> {
 
     fn budget_charge(&self, key: &K, n: u32, max_owed: Option<u32>) {
         (**self).budget_charge(key, n, max_owed);
+    }
+}
+
+#[cfg(feature = "redis")]
+mod redis_budgets {
+    use super::super::backend::redis_backends::convert;
+    use super::{Acquire, BudgetBackend};
+    use crate::redis::{HybridRateLimiter, RedisRateLimiter};
+
+    /// Peeks by the script's peek mode (nothing written); charges on a spawned task,
+    /// a charge nothing counted going to `RedisStats::background_errors`.
+    impl BudgetBackend<String> for RedisRateLimiter {
+        fn budget_peek(&self, key: &String, n: u32) -> Acquire {
+            let (limiter, key) = (self.clone(), key.clone());
+            Acquire::pending(async move { limiter.peek_n(&key, n).await.map_err(convert) })
+        }
+
+        fn budget_charge(&self, key: &String, n: u32, max_owed: Option<u32>) {
+            self.charge_in_background(key.clone(), n, max_owed);
+        }
+    }
+
+    /// Peeks and charges locally, at once; the charge is shared with the next sync.
+    impl BudgetBackend<String> for HybridRateLimiter {
+        fn budget_peek(&self, key: &String, n: u32) -> Acquire {
+            Acquire::ready(self.peek_n(key, n).map_err(Into::into))
+        }
+
+        fn budget_charge(&self, key: &String, n: u32, max_owed: Option<u32>) {
+            // Never denied. A new key while the key table is full is not counted
+            // (`RedisCharge::tracked`); the table counts it in `HybridStats::untracked`.
+            let _ = match max_owed {
+                Some(max) => self.charge_owing(key, n, max),
+                None => self.charge(key, n),
+            };
+        }
     }
 }

@@ -223,9 +223,9 @@ impl Policy {
     /// is paid off, with a `Retry-After` that says when.
     ///
     /// The limiter must be a [`BudgetBackend`]: [`RateLimiter`](crate::RateLimiter)
-    /// (key [`Global`](super::Global)) or [`KeyedRateLimiter`](crate::KeyedRateLimiter),
-    /// by value or in an `Arc`. The Redis limiters are not (yet): a budget policy on one
-    /// does not compile.
+    /// (key [`Global`](super::Global)), [`KeyedRateLimiter`](crate::KeyedRateLimiter), or
+    /// with the `redis` feature either Redis limiter (key `String`; see
+    /// [`BudgetBackend`] for how each peeks and charges), by value or in an `Arc`.
     ///
     /// Other policies of the same layer are unchanged, and still all-or-nothing with
     /// it: a budget policy is asked first, and a request it refuses takes nothing from

@@ -14,6 +14,8 @@ mod readme;
 #[cfg(feature = "redis")]
 mod redis_backed;
 #[cfg(feature = "redis")]
+mod redis_budget;
+#[cfg(feature = "redis")]
 #[allow(dead_code)]
 #[path = "../redis/server.rs"]
 mod redis_server;

@@ -445,3 +445,7 @@ async fn set_quota_carries_over_in_requests_on_a_cluster() {
     }
     assert!(cluster.keys_per_node(&base).iter().all(|&n| n > 0));
 }
+
+// Peeks on the cluster: a file of its own, a child module that uses this one's `Cluster`.
+#[path = "cluster_peek.rs"]
+mod peek;

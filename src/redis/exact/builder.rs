@@ -180,6 +180,7 @@ impl RedisRateLimiterBuilder {
                 decisions: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
                 fallbacks: AtomicU64::new(0),
+                background_errors: AtomicU64::new(0),
                 down_until: AtomicU64::new(0),
                 epoch: Instant::now(),
             }),

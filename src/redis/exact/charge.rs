@@ -40,7 +40,7 @@ fn charge_script() -> &'static Script {
 /// ```no_run
 /// # async fn run(budget: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
 /// // 1,000 tokens a minute per user: check before the work, charge what it used.
-/// if budget.check_n("user:7", 0).await?.remaining() > 0 {
+/// if budget.peek_n("user:7", 0).await?.remaining() > 0 {
 ///     let used = 1_200; // known only once the answer is written
 ///     let c = budget.charge("user:7", used).await?;
 ///     println!("fit: {}, owed: {}, dropped: {}", c.fit(), c.owed(), c.dropped());
@@ -232,8 +232,9 @@ impl RedisRateLimiter {
     /// the quota's rate (the buckets), or until the charged window or period has passed
     /// (the windows, the log), exactly as the in-process
     /// [`RateLimiter::charge`](crate::RateLimiter::charge) decides, in one atomic
-    /// script on Redis's clock. Check before the work with [`check`](Self::check) or a
-    /// zero-cost [`check_n`](Self::check_n); give back with [`give_back`](Self::give_back).
+    /// script on Redis's clock. Check before the work with [`peek_n`](Self::peek_n)
+    /// (`peek_n(key, 0)` reports what is left, writing nothing); give back with
+    /// [`give_back`](Self::give_back).
     ///
     /// A cost of 0 changes nothing and reports the state. Any `n` up to `u32::MAX` is
     /// accepted (a charge fits no burst: it is not [`Error::InsufficientCapacity`]).
@@ -261,7 +262,7 @@ impl RedisRateLimiter {
     ///     .prefix("tokens")
     ///     .build()
     ///     .await?;
-    /// if tokens.check_n("user:7", 0).await?.remaining() > 0 {
+    /// if tokens.peek_n("user:7", 0).await?.remaining() > 0 {
     ///     // ... stream the answer, counting its tokens ...
     ///     let c = tokens.charge("user:7", 12_500).await?;
     ///     assert_eq!((c.fit(), c.owed()), (false, 2_500)); // on a fresh key
@@ -362,7 +363,7 @@ impl RedisRateLimiter {
     /// // A sliding window of 5 per minute on a fresh key.
     /// assert!(limiter.check_n("user:7", 5).await?.is_allowed());
     /// assert_eq!(limiter.give_back("user:7", 7).await?, 5); // never below empty
-    /// assert_eq!(limiter.check_n("user:7", 0).await?.remaining(), 5);
+    /// assert_eq!(limiter.peek_n("user:7", 0).await?.remaining(), 5);
     /// # Ok(())
     /// # }
     /// ```

@@ -41,11 +41,46 @@ impl Inner {
         }
     }
 
+    /// A decision of cost `n` for `key`: by Redis, or by the fallback while Redis cannot
+    /// be used. With `peek`, nothing is written to Redis (the script's peek mode) nor
+    /// taken from the local fallback: the decision a check of `n` would get now.
+    pub(super) async fn decide(&self, key: &[u8], n: u32, peek: bool) -> Result<Decision, Error> {
+        let active = self.active.load();
+        let capacity = active.plan.capacity();
+        if n > capacity {
+            return Err(Error::InsufficientCapacity(InsufficientCapacity {
+                requested: n,
+                capacity,
+            }));
+        }
+        let has_fallback = !matches!(self.fallback, FallbackState::Error);
+        if has_fallback && self.is_down() {
+            return Ok(self.fall_back(&active, key, n, peek));
+        }
+        match self.eval(&active, key, n, peek).await {
+            Ok(d) => {
+                self.decisions.fetch_add(1, Ordering::Relaxed);
+                Ok(d)
+            }
+            Err(e) if !e.is_redis_unavailable() => Err(e),
+            Err(e) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                if !has_fallback {
+                    return Err(e);
+                }
+                self.mark_down();
+                Ok(self.fall_back(&active, key, n, peek))
+            }
+        }
+    }
+
+    /// One call of the decision script: ARGV[7] is 1 for a peek, which writes nothing.
     pub(super) async fn eval(
         &self,
         active: &Active,
         key: &[u8],
         n: u32,
+        peek: bool,
     ) -> Result<Decision, Error> {
         let now_us = self.now_us()?;
         let [a, b, c] = active.plan.args();
@@ -57,13 +92,16 @@ impl Inner {
             .arg(self.grace_ms)
             .arg(a)
             .arg(b)
-            .arg(c);
+            .arg(c)
+            .arg(u8::from(peek));
         let mut conn = self.conn.clone();
         let reply: Vec<i64> = bounded(self.timeout, inv.invoke_async(&mut conn)).await?;
         parse(active, &reply)
     }
 
-    pub(super) fn fall_back(&self, active: &Active, key: &[u8], n: u32) -> Decision {
+    /// The fallback's decision of `n` for `key`; a `peek` takes nothing from the local
+    /// fallback's table (nor inserts the key).
+    pub(super) fn fall_back(&self, active: &Active, key: &[u8], n: u32, peek: bool) -> Decision {
         self.fallbacks.fetch_add(1, Ordering::Relaxed);
         let limit = active.plan.capacity();
         match &self.fallback {
@@ -73,9 +111,12 @@ impl Inner {
             FallbackState::Deny => Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64)
                 .with_limit(active.quota.limit()),
             // A cost past the local quota's capacity never fits locally: deny it.
-            FallbackState::Local(local) => local
-                .check_n(key, n)
-                .unwrap_or_else(|_| Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64)),
+            FallbackState::Local(local) => if peek {
+                local.peek_n(key, n)
+            } else {
+                local.check_n(key, n)
+            }
+            .unwrap_or_else(|_| Decision::deny(limit, 0, 0, self.timeout.as_nanos() as u64)),
         }
     }
 }

@@ -5,11 +5,13 @@
 //! `fallback` what answers while Redis cannot; `multi` [`check_all`]; `builder` the
 //! builder.
 
+mod background;
 mod builder;
 mod charge;
 mod decide;
 mod fallback;
 mod multi;
+mod peek;
 mod plan;
 
 pub use builder::RedisRateLimiterBuilder;
@@ -42,7 +44,7 @@ use std::time::{Duration, Instant};
 ///
 /// ```
 /// let s = tollgate::redis::RedisStats::default();
-/// assert_eq!(s.decisions + s.errors + s.fallbacks, 0);
+/// assert_eq!(s.decisions + s.errors + s.fallbacks + s.background_errors, 0);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RedisStats {
@@ -52,6 +54,13 @@ pub struct RedisStats {
     pub errors: u64,
     /// Decisions the [`Fallback`] made instead of Redis.
     pub fallbacks: u64,
+    /// Charges made in the background (a budget policy's charge at the end of a response
+    /// body, `tollgate::http::Policy::budget`, spawned on the runtime) that nothing
+    /// counted: the call failed (also counted in [`errors`](Self::errors) when Redis
+    /// was unreachable), a [`Fallback::Allow`] or [`Fallback::Deny`] answered without
+    /// counting ([`RedisCharge::tracked`] `false`), or no tokio runtime was there to run
+    /// it. Such a charge is lost: the key owes less than it used.
+    pub background_errors: u64,
 }
 
 /// An exact distributed rate limiter: every decision is one atomic Lua script on
@@ -110,6 +119,8 @@ struct Inner {
     decisions: AtomicU64,
     errors: AtomicU64,
     fallbacks: AtomicU64,
+    /// Background charges that nothing counted (see [`RedisStats::background_errors`]).
+    background_errors: AtomicU64,
     /// Nanoseconds after `epoch` before which the fallback answers alone.
     down_until: AtomicU64,
     epoch: Instant,
@@ -179,7 +190,8 @@ impl RedisRateLimiter {
     }
 
     /// Decides one request of cost `n` for `key`. A cost of 0 changes nothing and
-    /// reports the current state.
+    /// reports the current state (a log may drop entries that can never count again;
+    /// [`peek_n`](Self::peek_n) writes nothing at all).
     ///
     /// # Errors
     ///
@@ -199,35 +211,7 @@ impl RedisRateLimiter {
     /// ```
     pub async fn check_n<K: RedisKey + ?Sized>(&self, key: &K, n: u32) -> Result<Decision, Error> {
         let mut buf = [0; KEY_BUF];
-        let key = key.key_bytes(&mut buf);
-        let inner = &*self.inner;
-        let active = inner.active.load();
-        let capacity = active.plan.capacity();
-        if n > capacity {
-            return Err(Error::InsufficientCapacity(InsufficientCapacity {
-                requested: n,
-                capacity,
-            }));
-        }
-        let has_fallback = !matches!(inner.fallback, FallbackState::Error);
-        if has_fallback && inner.is_down() {
-            return Ok(inner.fall_back(&active, key, n));
-        }
-        match inner.eval(&active, key, n).await {
-            Ok(d) => {
-                inner.decisions.fetch_add(1, Ordering::Relaxed);
-                Ok(d)
-            }
-            Err(e) if !e.is_redis_unavailable() => Err(e),
-            Err(e) => {
-                inner.errors.fetch_add(1, Ordering::Relaxed);
-                if !has_fallback {
-                    return Err(e);
-                }
-                inner.mark_down();
-                Ok(inner.fall_back(&active, key, n))
-            }
-        }
+        self.inner.decide(key.key_bytes(&mut buf), n, false).await
     }
 
     /// Changes the quota at run time, for every key, for this limiter and its clones.
@@ -330,6 +314,7 @@ impl RedisRateLimiter {
             decisions: i.decisions.load(Ordering::Relaxed),
             errors: i.errors.load(Ordering::Relaxed),
             fallbacks: i.fallbacks.load(Ordering::Relaxed),
+            background_errors: i.background_errors.load(Ordering::Relaxed),
         }
     }
 

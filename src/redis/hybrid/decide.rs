@@ -77,6 +77,20 @@ impl Inner {
         d
     }
 
+    /// What a decision of `n` for `key` would be now, from a copy of its entry taken
+    /// under the slot's lock: nothing is changed, counted or inserted (a key the table
+    /// does not hold is decided as a fresh one).
+    pub(super) fn peek(&self, key: &[u8], n: u32) -> Decision {
+        let t = self.now_ns();
+        let plan = self.plan.load();
+        let p = plan.period_ns;
+        let mut copy = self
+            .table
+            .with_key(key, |entry| *entry)
+            .unwrap_or_else(|| Entry::new(t / p, p));
+        Self::decide_entry(&mut copy, &plan, t, n)
+    }
+
     /// One decision on a key's entry (under its slot's lock) at `t` for `n`.
     #[inline]
     pub(super) fn decide_entry(entry: &mut Entry, plan: &Plan, t: u64, n: u32) -> Decision {

@@ -184,7 +184,7 @@ impl HybridRateLimiter {
     /// ```no_run
     /// # fn run(limiter: tollgate::redis::HybridRateLimiter) {
     /// // 20,000 tokens a second per tenant: check before, charge what was used.
-    /// if limiter.check_n("tenant-3", 0).map_or(false, |d| d.remaining() > 0) {
+    /// if limiter.peek_n("tenant-3", 0).map_or(false, |d| d.remaining() > 0) {
     ///     let c = limiter.charge("tenant-3", 1_250);
     ///     println!("owed {}, dropped {}", c.owed(), c.dropped());
     /// }

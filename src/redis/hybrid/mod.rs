@@ -1,6 +1,7 @@
 //! The hybrid mode: local decisions, counts shared through Redis in the background.
 //!
 //! * `limiter`: [`HybridRateLimiter`], the public type, and its documentation;
+//! * `peek`: its peeks, from the local state;
 //! * `builder`: its builder;
 //! * `plan`: the quota in force and its window arithmetic;
 //! * `decide`: the state its clones share, and the local decision;
@@ -12,6 +13,7 @@ mod builder;
 mod counts;
 mod decide;
 mod limiter;
+mod peek;
 mod plan;
 mod sync;
 mod table;

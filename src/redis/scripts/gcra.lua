@@ -77,7 +77,7 @@ local function gcra_tat(key, now, t_us, tau)
   return now + mul_div_ceil(tat - now, t_us, from, tau + GCRA_MAX_SPAN), true
 end
 
-local function gcra(key, now, cost, grace, a1, a2, a3)
+local function gcra(key, now, cost, grace, a1, a2, a3, peek)
   local t_us = a1
   local burst = a2
   local shaper = a3 == 1
@@ -113,8 +113,8 @@ local function gcra(key, now, cost, grace, a1, a2, a3)
   end
   -- A denial under a new interval stores the conversion (it takes nothing: the same
   -- debt, counted in the new quota's requests), so that a key retrying after a lowered
-  -- limit pays it off at the new rate.
-  if converted then
+  -- limit pays it off at the new rate. A peek stores nothing.
+  if converted and not peek then
     redis.call('SET', key, fmt(tat) .. ' ' .. fmt(t_us), 'PX', ttl_ms(tat - now, grace))
   end
   return {0, remaining, base - now, new_tat - horizon, 0}, nil

@@ -1,10 +1,12 @@
 -- tollgate prelude (prepended to every script): helpers. All numbers are integers
 -- below 2^53 (checked by the client at build time), so Lua's doubles compute them
--- exactly. Each algorithm is a function of (key, now, cost, grace, a1, a2, a3) that
--- reads the key's state and returns its reply {allowed, remaining, reset_after_us,
+-- exactly. Each algorithm is a function of (key, now, cost, grace, a1, a2, a3, peek)
+-- that reads the key's state and returns its reply {allowed, remaining, reset_after_us,
 -- retry_after_us, delay_us} and the write to make if the request is admitted (a
 -- function, or nil): single.lua runs one and writes, multi.lua runs several and writes
--- only if all admit.
+-- only if all admit. With `peek` true (single.lua's peek mode) it writes nothing of its
+-- own either (the clean-ups and conversions it otherwise makes while deciding), and the
+-- caller makes no write: the key is left exactly as it was.
 
 -- floor(a / b) for integers 0 <= a, 0 < b, corrected for the double division's rounding.
 local function idiv(a, b)

@@ -2,7 +2,7 @@
 -- a1: P (us). a2: limit. At most `limit` admissions in every (t - P, t].
 -- Like the local ring, the set keeps every entry that a reading at or after the newest
 -- admission can still see, so a stale reading decides exactly as the local engine.
-local function sliding_log(key, now, cost, grace, a1, a2)
+local function sliding_log(key, now, cost, grace, a1, a2, _, peek)
   local p = a1
   local limit = a2
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -14,8 +14,11 @@ local function sliding_log(key, now, cost, grace, a1, a2)
     -- A reading older than the newest admission is that admission's time.
     now = math.max(now, newest_ts)
     -- Entries expired at the newest admission's time can never count again (removing
-    -- them changes no decision, so it is done even when nothing is admitted).
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(newest_ts - p))
+    -- them changes no decision, so it is done even when nothing is admitted; not by a
+    -- peek, which writes nothing: the counts below skip them all the same).
+    if not peek then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(newest_ts - p))
+    end
   end
   -- An entry ts is active when ts + P > now.
   local active = redis.call('ZCOUNT', key, '(' .. fmt(now - p), '+inf')
