@@ -286,6 +286,7 @@ fn part(booking: &Booking, held: u32, given: u32, m: u32) -> Booking {
             prior,
             writes,
             future,
+            overdrawn,
             ..
         } => {
             // The entries it overwrote for the newest `m` still held: the `m` before the
@@ -306,6 +307,9 @@ fn part(booking: &Booking, held: u32, given: u32, m: u32) -> Booking {
                 prior,
                 writes: *writes,
                 future: *future,
+                overdrawn: *overdrawn,
+                // What of the charge is still held after this part.
+                rest: end - m,
             }
         }
         Booking::Nothing => Booking::Nothing,
