@@ -93,3 +93,17 @@ fn a_sliding_window_charge_owes_at_most_max_owed_while_the_previous_window_weigh
     let c = l.charge_owing(5, 1);
     assert_eq!((c.taken(), c.owed(), c.dropped()), (1, 1, 4), "{c:?}");
 }
+
+/// A charge that overdrew the log, given back in part, is still the last write: an
+/// earlier charge of its instant, given back next, is not taken for the last write
+/// (which would step back over the overdraft's entries still held).
+#[test]
+fn a_log_overdraft_given_back_in_part_stays_the_last_write() {
+    let (l, _clock) = limiter(Algorithm::SlidingLog, 3);
+    let mut earlier = l.charge(2);
+    let mut over = l.charge(3); // 5 held in a ring of 3
+    over.give_back(1);
+    earlier.give_back(2);
+    // 2 of the overdraft are held (the log may keep more: it cannot tell them apart).
+    assert!(remaining(&l) <= 1, "remaining {}", remaining(&l));
+}
