@@ -359,7 +359,8 @@ impl Budget {
                 self.tat = self.tat.saturating_sub(restore);
             }
             Algo::Fixed | Algo::Sliding => {
-                // "A window gives back only while the charged window still counts it":
+                // "A window's charge gives back while the state is still in the charged
+                // window (the sliding window: until something is counted in a later one)":
                 // while the state is in that window (nothing counted since in a later
                 // one), never below its count.
                 if self.stored == r.window && self.count(r.window, p) >= u128::from(part) {
