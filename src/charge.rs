@@ -230,8 +230,12 @@ impl<'a> Charge<'a> {
     /// given back before; a log's part past its ring first, which frees nothing), to the
     /// state it was taken from only: nothing after a `reset`, `remove`, reclaim or
     /// eviction of the key, nor while a bucket's state is converted to another rate. A
-    /// window gives back only while the charged window still counts it; a bucket only
-    /// what of the charge it still owes (time pays debts off).
+    /// window gives back only while the state is still in the charged window (the
+    /// sliding window: until something is counted in a later one); a bucket only what
+    /// of the charge it still owes (time pays debts off); a log exactly while the charge
+    /// is its last write (in parts too), and after later writes of its instant nothing
+    /// once a later charge of that instant overdrew it or a stateless `give_back` took
+    /// entries (it cannot tell them from the charge's own).
     ///
     /// # Example
     ///
@@ -286,6 +290,7 @@ fn part(booking: &Booking, held: u32, given: u32, m: u32) -> Booking {
             prior,
             writes,
             future,
+            overdrawn,
             ..
         } => {
             // The entries it overwrote for the newest `m` still held: the `m` before the
@@ -306,6 +311,9 @@ fn part(booking: &Booking, held: u32, given: u32, m: u32) -> Booking {
                 prior,
                 writes: *writes,
                 future: *future,
+                overdrawn: *overdrawn,
+                // What of the charge is still held after this part.
+                rest: end - m,
             }
         }
         Booking::Nothing => Booking::Nothing,

@@ -196,7 +196,22 @@ impl Model {
                 let room = ((*credit - floor).max(0) as u128) / *t;
                 n.min(room)
             }
-            Model::Window { curr, .. } => n.min((s.limit + max_owed).saturating_sub(*curr)),
+            // The bound is on the weighted count (the sliding window's previous window
+            // weighs), as `owed` is.
+            Model::Window {
+                k,
+                prev,
+                curr,
+                sliding,
+            } => {
+                let weighs = if *sliding {
+                    *prev * (s.period - (now - *k * s.period))
+                } else {
+                    0
+                };
+                let room = ((s.limit + max_owed) * s.period).saturating_sub(weighs) / s.period;
+                n.min(room.saturating_sub(*curr))
+            }
             Model::Log { .. } => n,
         };
         // README (`Charge::owed`): a log owes how far the charge went past what was

@@ -1,5 +1,6 @@
 //! Shared by the fuzz targets: the README's models and the checks against them.
 
+pub mod budget;
 pub mod check;
 pub mod model;
 pub mod spec;

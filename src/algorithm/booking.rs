@@ -46,6 +46,12 @@ pub(crate) enum Booking {
         writes: u32,
         /// Whether it was booked for a time after its reading.
         future: bool,
+        /// The ring's `overdrawn` mark before the booking (a whole refund as the last
+        /// write restores it).
+        overdrawn: bool,
+        /// The entries of a charge still held after this part of it is given back (0
+        /// for a whole booking): while some are, the charge stays the last write.
+        rest: u32,
     },
 }
 

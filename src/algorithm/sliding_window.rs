@@ -325,8 +325,9 @@ impl SlidingWindow {
         Some(state - u64::from(cost))
     }
 
-    /// A charge of `cost` at `now`, counted whatever is left: the current window's
-    /// count may pass the limit by at most `max_owed` (and what a count field holds);
+    /// A charge of `cost` at `now`, counted whatever is left: the weighted count
+    /// `prev·(P − e) + curr·P` may pass `limit·P` by at most `max_owed·P` (and the
+    /// current count what its field holds);
     /// the excess weighs into the next window as any count does. A state booked into a
     /// later window is charged there. The part past the bound is dropped, and reported.
     pub(crate) fn charge(
@@ -338,15 +339,20 @@ impl SlidingWindow {
     ) -> (Option<u64>, Reserved) {
         let v = self.view(state, now);
         let field = (1u64 << self.shift) - 1;
+        // The bound is on the weighted count, as `owed` is: `prev·(P − e) + (curr +
+        // taken)·P ≤ (limit + max_owed)·P`, and the count must fit its field.
+        let p = u128::from(self.period);
         let cap = (u64::from(self.limit) + u64::from(max_owed)).min(field);
-        let taken = u64::from(cost).min(cap.saturating_sub(v.curr));
+        let weighs = self.weight(v.prev, v.e, 0, 0);
+        // At most `cap`: the count stays within its field.
+        let room = ((u128::from(cap) * p).saturating_sub(weighs) / p) as u64;
+        let taken = u64::from(cost).min(room.saturating_sub(v.curr));
         let after = View {
             curr: v.curr + taken,
             ..v
         };
         // What the key owes: how far the weighted count is past the limit, in requests
         // (rounded up).
-        let p = u128::from(self.period);
         let over = self
             .weight(after.prev, after.e, after.curr, 0)
             .saturating_sub(u128::from(self.limit) * p);

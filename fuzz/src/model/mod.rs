@@ -2,6 +2,7 @@
 //! sum can overflow). Written from the README's sentences, not from the engine's code:
 //! each function names the sentence it implements.
 
+pub mod budget;
 pub mod entries;
 pub mod gcra;
 pub mod table;

@@ -55,6 +55,10 @@ impl SlidingLog {
             });
         }
         let prior = overwritten(ring, logged);
+        let overdrawn = ring.overdrawn;
+        // Past what was left, the charge overwrites entries still in the window.
+        let live = self.over_ring(ring.len()).active(ring, at);
+        ring.mark(live + logged > ring.len());
         for i in 0..logged {
             let idx = ring.wrap(i);
             ring.ts.set(idx, at);
@@ -85,6 +89,8 @@ impl SlidingLog {
                 prior,
                 writes: ring.writes,
                 future: false,
+                overdrawn,
+                rest: 0,
             }
         } else {
             Booking::Nothing
@@ -127,6 +133,9 @@ impl SlidingLog {
             ring.newest = ring.entry(len - 1);
             ring.booked = false;
             ring.writes = ring.writes.wrapping_add(1) & ring::WRITES;
+            // No booking can tell its entries from those given back: one that is not
+            // the last write gives nothing back from now on.
+            ring.mark(true);
         }
         Ok(Booked {
             wait: 0,

@@ -175,6 +175,7 @@ impl SlidingLog {
         cost: u32,
     ) -> (Decision, Booking) {
         let prior = (cost > 0).then(|| overwritten(ring, cost));
+        let overdrawn = ring.overdrawn;
         let d = self.step(ring, now, cost);
         let booking = if let (true, Some(prior)) = (d.is_allowed(), prior) {
             Booking::Log {
@@ -183,6 +184,8 @@ impl SlidingLog {
                 prior,
                 writes: ring.writes,
                 future: false,
+                overdrawn,
+                rest: 0,
             }
         } else {
             Booking::Nothing
@@ -253,6 +256,7 @@ impl SlidingLog {
             return Err(late);
         }
         let prior = overwritten(ring, cost);
+        let overdrawn = ring.overdrawn;
         for i in 0..cost {
             let idx = ring.wrap(i);
             ring.ts.set(idx, at);
@@ -269,6 +273,8 @@ impl SlidingLog {
             prior,
             writes: ring.writes,
             future: at > reading,
+            overdrawn,
+            rest: 0,
         };
         Ok(Booked {
             wait,

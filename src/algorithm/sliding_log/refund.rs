@@ -28,6 +28,8 @@ impl SlidingLog {
             ref prior,
             writes,
             future,
+            overdrawn,
+            rest,
         } = *booking
         else {
             return false;
@@ -39,6 +41,13 @@ impl SlidingLog {
             return false;
         }
         let last = ring.writes == writes;
+        // After a later write of an overdrawn instant (a charge past what was left
+        // overwrote entries still in the window, or a stateless give-back took entries
+        // no booking can tell from its own), what this booking overwrote is not what
+        // the ring holds before its entries: nothing is given back.
+        if !last && ring.overdrawn {
+            return false;
+        }
         let bound = match (last, future) {
             (true, _) => None,
             (false, true) => return false,
@@ -69,9 +78,10 @@ impl SlidingLog {
         }
         ring.newest = ring.entry(len - 1);
         ring.booked = ring.newest != EMPTY && ring.newest > now;
-        if last {
-            // The write before it is the last again.
+        if last && rest == 0 {
+            // The write before it is the last again, with the mark it left.
             ring.writes = ring.writes.wrapping_sub(1) & ring::WRITES;
+            ring.overdrawn = overdrawn;
         }
         true
     }
@@ -108,6 +118,8 @@ impl SlidingLog {
         // entry of the ring before the step: the oldest one not overwritten.
         let next = ring.entry(0);
         let newest_prior = match prior {
+            // All never used: the ring's first entries.
+            Overwritten::Uniform { empties, .. } if *empties >= cost => EMPTY,
             Overwritten::Uniform { time, .. } => *time,
             Overwritten::Each(v) => v[v.len() - 1],
         };

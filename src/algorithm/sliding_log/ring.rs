@@ -63,6 +63,12 @@ pub(crate) struct Ring<S: Stamps = Box<[u64]>> {
     /// back, modulo 2^31: a booking that records it after its own write is the last
     /// write while the two agree (see `SlidingLog::refund`).
     pub(super) writes: u32,
+    /// Whether a write of the newest instant may have overwritten entries still in the
+    /// window (a charge past what was left), or a stateless give-back removed entries
+    /// no booking can tell from its own: a booking of that instant that is no longer
+    /// the last write then gives nothing back (see `SlidingLog::refund`). An emptied
+    /// ring keeps it.
+    pub(super) overdrawn: bool,
     pub(super) ts: S,
 }
 
@@ -71,8 +77,8 @@ pub(crate) struct Ring<S: Stamps = Box<[u64]>> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Cursor {
     pub(super) head: u32,
-    /// The ring's `writes` (bits 0–30) and `booked` (bit 31), in one word so that a
-    /// cursor stays 16 bytes.
+    /// The ring's `writes` (bits 0–29), `overdrawn` (bit 30) and `booked` (bit 31), in
+    /// one word so that a cursor stays 16 bytes.
     pub(super) marks: u32,
     pub(super) newest: u64,
 }
@@ -80,8 +86,11 @@ pub(crate) struct Cursor {
 /// `Cursor::marks`' bit for `booked`.
 const BOOKED: u32 = 1 << 31;
 
-/// The ring's write count wraps within `marks`' low 31 bits.
-pub(super) const WRITES: u32 = BOOKED - 1;
+/// `Cursor::marks`' bit for `overdrawn`.
+const OVERDRAWN: u32 = 1 << 30;
+
+/// The ring's write count wraps within `marks`' low 30 bits.
+pub(super) const WRITES: u32 = OVERDRAWN - 1;
 
 impl Cursor {
     /// The cursor of an empty ring.
@@ -108,6 +117,7 @@ impl Ring {
             newest: EMPTY,
             booked: false,
             writes: 0,
+            overdrawn: false,
             ts: vec![EMPTY; params.limit as usize].into_boxed_slice(),
         }
     }
@@ -121,6 +131,7 @@ impl<S: Stamps> Ring<S> {
             newest: cursor.newest,
             booked: cursor.booked(),
             writes: cursor.marks & WRITES,
+            overdrawn: cursor.marks & OVERDRAWN != 0,
             ts,
         }
     }
@@ -129,7 +140,9 @@ impl<S: Stamps> Ring<S> {
     pub(crate) fn cursor(&self) -> Cursor {
         Cursor {
             head: self.head,
-            marks: (self.writes & WRITES) | if self.booked { BOOKED } else { 0 },
+            marks: (self.writes & WRITES)
+                | if self.booked { BOOKED } else { 0 }
+                | if self.overdrawn { OVERDRAWN } else { 0 },
             newest: self.newest,
         }
     }
@@ -140,6 +153,7 @@ impl<S: Stamps> Ring<S> {
         self.newest = EMPTY;
         self.booked = false;
         self.writes = 0;
+        self.overdrawn = false;
         for i in 0..self.ts.len() {
             self.ts.set(i, EMPTY);
         }
@@ -157,6 +171,15 @@ impl<S: Stamps> Ring<S> {
         } else {
             j
         }
+    }
+
+    /// Records a write that overwrote entries still in the window (or gave entries
+    /// back). The mark stays, through an emptied ring too, until the ring is cleared
+    /// or a whole refund as the last write puts back the mark from before it: a
+    /// booking cannot tell which of its instant's writes came after the mark.
+    #[inline]
+    pub(super) fn mark(&mut self, overdrew: bool) {
+        self.overdrawn |= overdrew;
     }
 
     /// The `i`-th oldest entry.

@@ -114,7 +114,8 @@ local function fixed_window_give_back(key, now, n, _, p)
   return given
 end
 
--- SlidingWindow: the current window's count may pass the limit, up to `cap`; owed =
+-- SlidingWindow: the weighted count may pass the limit, up to `cap`:
+-- prev*(P - e) + curr*P <= cap*P (the bound is on what `owed` measures); owed =
 -- ceil((prev*(P - e) + curr*P - limit*P) / P).
 local function sliding_window_charge(key, now, n, grace, p, limit, _, cap)
   local s = redis.call('HMGET', key, 'k', 'p', 'c', 'w')
@@ -139,7 +140,13 @@ local function sliding_window_charge(key, now, n, grace, p, limit, _, cap)
       prev, curr = 0, 0
     end
   end
-  local taken = math.min(n, math.max(0, cap - curr))
+  -- prev, cap <= 2^52 / P: each product at most 2^52, their difference exact.
+  local weighs = prev * (p - e)
+  local room = 0
+  if cap * p > weighs then
+    room = idiv(cap * p - weighs, p)
+  end
+  local taken = math.min(n, math.max(0, room - curr))
   local after = curr + taken
   -- prev, after <= cap <= 2^52 / P: each product at most 2^52, their sum below 2^53.
   local over = prev * (p - e) + (after - limit) * p
