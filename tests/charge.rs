@@ -589,11 +589,25 @@ fn charges_racing_checks_admit_no_more_and_lose_nothing() {
                 admitted <= LIMIT,
                 "{a:?} keyed {keyed}: {admitted} admitted of {LIMIT}"
             );
-            assert_eq!(
-                under.check_n(0).remaining(),
-                LIMIT - admitted,
-                "{a:?} keyed {keyed}: the charges given back whole left something behind"
-            );
+            let remaining = under.check_n(0).remaining();
+            if a == Algorithm::SlidingLog {
+                // README, "Token budgets": a log's charge gives back exactly while it is
+                // the log's last write; after later writes of its instant, "nothing once
+                // a later charge of that instant overdrew the log ... (it keeps them until
+                // its period ends, never fewer than it holds)". On a frozen clock racing
+                // checks write at the same instant, so the log may keep what was given
+                // back, never less than the checks took.
+                assert!(
+                    remaining <= LIMIT - admitted,
+                    "{a:?} keyed {keyed}: {remaining} left after {admitted} admitted"
+                );
+            } else {
+                assert_eq!(
+                    remaining,
+                    LIMIT - admitted,
+                    "{a:?} keyed {keyed}: the charges given back whole left something behind"
+                );
+            }
         }
     }
 }

@@ -384,3 +384,32 @@ fn threads_booking_one_key_never_exceed_the_quota() {
         }
     }
 }
+
+/// DESIGN, "What a key has used carries over in requests": a request under another tier
+/// keeps the requests a key has used. A reservation or a charge on a key whose state
+/// another tier's rate wrote converts it first (the fast path for present keys must not
+/// book on the foreign state as if it were its own).
+#[test]
+fn a_reservation_or_charge_on_a_key_another_tier_wrote_counts_what_it_used() {
+    use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, Quota};
+    let slow = Quota::per_second(10); // one request every 100 ms, burst 10
+    let fast = Quota::per_second(100); // one every 10 ms, burst 100
+    let clock = ManualClock::new();
+    let keyed = KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, slow)
+        .tiers([fast])
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // Ten requests under the fast tier: 10 of the slow tier's 10.
+    assert!(keyed.tier(1).unwrap().check_n(&7, 10).unwrap().is_allowed());
+    assert!(
+        keyed.reserve(&7, 1, std::time::Duration::ZERO).is_err(),
+        "a reservation under the slow tier found room the key had used"
+    );
+    let c = keyed.charge(&7, 1);
+    assert_eq!(
+        c.owed(),
+        1,
+        "a charge under the slow tier owes what it takes past 10"
+    );
+}

@@ -7,7 +7,7 @@ use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::decision::Decision;
 use crate::reservation::Origin;
-use crate::sync::Ordering;
+use crate::sync::{fast_path, Fast, Ordering};
 use crate::table::generation;
 
 impl<A: PackedAlgorithm> PackedTable<A> {
@@ -32,8 +32,14 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         insert: bool,
         rate: Option<Gcra>,
         denial_converts: bool,
-        f: impl FnMut(u64, u64) -> (Option<u64>, R),
+        mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
     ) -> Option<(Placed<R>, Origin)> {
+        // A present key: one compare-and-swap of the next state alone.
+        if let Some(fast) = fast_path() {
+            if let Ok(done) = self.run_found(fast, h, &now, rate, &mut f) {
+                return Some(done);
+            }
+        }
         // Read before the state is loaded: every later event on the key numbers above it.
         let epoch = self.shards[self.geo.locate(h).shard].epoch();
         let (placed, stored) = self.run_from(None, h, now, insert, (rate, denial_converts), f)?;
@@ -47,6 +53,66 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // every later event on the key numbers above the install.
         let epoch = epoch.max(stored.installed);
         Some((placed, Origin::Slot { gen, class, epoch }))
+    }
+
+    /// [`run_booked`](Self::run_booked)'s fast path, for a key the table holds in the
+    /// class `rate` gives (every key of a table of one rate): the compare-and-swap loop
+    /// computes only the next state, and the result `R` (a booking, a charge: large) is
+    /// computed once, from the state the winning compare-and-swap replaced (`f` is pure,
+    /// so that is the result the full protocol would return: for a key found in its own
+    /// class, neither `insert` nor `denial_converts` changes what it does). `Err(())`,
+    /// with nothing written, for everything else (a missing key, another class, a table
+    /// of several rates, a slot that went to another key): the full protocol then runs.
+    #[inline(always)]
+    fn run_found<R>(
+        &self,
+        fast: Fast,
+        h: u64,
+        now: &impl Fn() -> u64,
+        rate: Option<Gcra>,
+        f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
+    ) -> Result<(Placed<R>, Origin), ()> {
+        if rate.is_some_and(|g| g.mixed()) {
+            return Err(());
+        }
+        let class = rate.map_or(0, |g| g.class());
+        let fp = generation::probe_word(h);
+        let loc = self.geo.locate(h);
+        // Read before the state is loaded, as `run_booked` does.
+        let epoch = self.shards[loc.shard].epoch();
+        let t = now();
+        let Scan::Found(i, mut word) =
+            self.scan_with(fp, &loc, |s| s.load_fast(fast, Ordering::Acquire))
+        else {
+            return Err(());
+        };
+        loop {
+            let kw = fp_of(word);
+            if generation::class_of(kw) != class {
+                return Err(());
+            }
+            let state = state_of(word);
+            let origin = Origin::Slot {
+                gen: generation::of(kw),
+                class,
+                epoch,
+            };
+            let (next, r) = f(state, t);
+            let Some(next) = next else {
+                return Ok((Placed::Stored(r), origin));
+            };
+            match self.slot(i).compare_exchange_fast(
+                fast,
+                word,
+                pack(kw, next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok((Placed::Stored(r), origin)),
+                Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
+                Err(_) => return Err(()),
+            }
+        }
     }
 
     /// Applies `f(state, now)` to the key hashed to `h` only while its state is the
