@@ -247,6 +247,49 @@ fn cpu_features() -> (bool, bool) {
     (false, false)
 }
 
+/// Tables whose slots take more than this (4 MiB) are advised onto huge pages.
+pub(crate) const HUGE_PAGE_BYTES: usize = 4 << 20;
+
+/// The huge page size the advice aims at (x86-64's and aarch64's usual 2 MiB).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Asks the OS to back the whole 2 MiB pages inside `spare` (a vector's reserved,
+/// not yet written capacity) with transparent huge pages, before the table's first
+/// write touches them: a lookup in a table of tens of megabytes then costs one TLB entry
+/// per 2 MiB instead of per 4 KiB. Only for buffers over [`HUGE_PAGE_BYTES`]; returns
+/// whether the advice was taken. Silent where the OS has no such advice, refuses it
+/// (transparent huge pages `never`), or `TOLLGATE_HUGE_PAGES=0` is set: the table then
+/// lives on ordinary pages, as before.
+pub(crate) fn advise_huge_pages<T>(spare: &mut [std::mem::MaybeUninit<T>]) -> bool {
+    let bytes = std::mem::size_of_val(spare);
+    if bytes <= HUGE_PAGE_BYTES || std::env::var_os("TOLLGATE_HUGE_PAGES").is_some_and(|v| v == "0")
+    {
+        return false;
+    }
+    let start = spare.as_mut_ptr() as usize;
+    // The whole huge pages inside the buffer (the advice applies to whole pages).
+    let first = start.next_multiple_of(HUGE_PAGE);
+    let end = (start + bytes) / HUGE_PAGE * HUGE_PAGE;
+    if end <= first {
+        return false;
+    }
+    advise(first, end - first)
+}
+
+#[cfg(all(target_os = "linux", not(miri)))]
+fn advise(addr: usize, len: usize) -> bool {
+    // SAFETY: `[addr, addr + len)` lies inside memory this process owns (a vector's
+    // reserved capacity, page-aligned at both ends by the caller), and MADV_HUGEPAGE
+    // changes how the kernel backs those pages, never their contents or their mapping:
+    // no Rust value is read, written or invalidated by it.
+    unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) == 0 }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn advise(_addr: usize, _len: usize) -> bool {
+    false
+}
+
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 mod x86 {
     use std::arch::asm;

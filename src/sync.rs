@@ -69,6 +69,9 @@ pub(crate) use std::sync::{Mutex as StdMutex, MutexGuard as StdMutexGuard};
 #[cfg(any(feature = "tower", feature = "redis"))]
 pub(crate) use std::sync::OnceLock;
 
+/// Huge-page advice for a large table's slots (`machine::advise_huge_pages`).
+#[cfg(not(tollgate_loom))]
+pub(crate) use crate::machine::advise_huge_pages;
 /// A 128-bit atomic word: the keyed table's slot (fingerprint and state together).
 ///
 /// `machine::AtomicU128`: inline `vmovdqa` / `lock cmpxchg16b` on x86-64 CPUs that have
@@ -80,6 +83,12 @@ pub(crate) use crate::machine::AtomicU128;
 /// and the proof it may.
 #[cfg(not(tollgate_loom))]
 pub(crate) use crate::machine::{fast_path, Fast};
+
+/// Loom models' tables are tiny, and their words are not plain memory: no advice.
+#[cfg(tollgate_loom)]
+pub(crate) fn advise_huge_pages<T>(_spare: &mut [std::mem::MaybeUninit<T>]) -> bool {
+    false
+}
 
 /// A 128-bit atomic word for loom models: a linearizable `u128` behind a loom mutex,
 /// which is exactly the contract the hardware's 16-byte compare-and-swap gives, so the

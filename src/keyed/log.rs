@@ -149,4 +149,8 @@ impl KeyedStore for LogTable {
     fn is_lock_free(&self) -> bool {
         false
     }
+
+    fn huge_pages(&self) -> bool {
+        LogTable::huge_pages(self)
+    }
 }

@@ -176,4 +176,8 @@ impl<A: PackedAlgorithm> KeyedStore for PackedTable<A> {
     fn is_lock_free(&self) -> bool {
         crate::sync::slot_word_is_lock_free()
     }
+
+    fn huge_pages(&self) -> bool {
+        PackedTable::huge_pages(self)
+    }
 }

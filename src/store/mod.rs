@@ -171,4 +171,7 @@ pub(crate) trait KeyedStore: Store {
 
     /// Whether every decision is lock-free on this machine.
     fn is_lock_free(&self) -> bool;
+
+    /// Whether the table's largest array was advised onto huge pages.
+    fn huge_pages(&self) -> bool;
 }

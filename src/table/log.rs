@@ -26,7 +26,7 @@ use super::packed::Placed;
 use super::tiers::Tiers;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
 use crate::reservation::Origin;
-use crate::sync::PlainAtomicU64;
+use crate::sync::{advise_huge_pages, PlainAtomicU64};
 use crate::Decision;
 
 /// A fixed-capacity table of sliding logs.
@@ -51,6 +51,8 @@ pub(crate) struct Logs {
     params: Tiers<SlidingLog>,
     /// Timestamps per ring, fixed at build (the largest limit built with).
     ring_len: usize,
+    /// Whether the timestamps were advised onto huge pages (`machine`).
+    huge_pages: bool,
 }
 
 impl Logs {
@@ -162,13 +164,21 @@ impl LockedTable<LogEntry> {
             .ok_or_else(too_big)?;
         let mut stamps = Vec::new();
         stamps.try_reserve_exact(cells).map_err(|_| too_big())?;
+        // Advised before the first write touches the pages (see `machine`).
+        let huge_pages = advise_huge_pages(stamps.spare_capacity_mut());
         stamps.extend((0..cells).map(|_| PlainAtomicU64::new(EMPTY_STAMP)));
         let logs = Logs {
             stamps: stamps.into_boxed_slice(),
             params: Tiers::new(tiers),
             ring_len: limit,
+            huge_pages,
         };
         Self::with_ext(geo, logs, on_full, stats)
+    }
+
+    /// Whether the rings were advised onto huge pages.
+    pub(crate) fn huge_pages(&self) -> bool {
+        self.ext().huge_pages
     }
 
     /// Bytes of one slot's ring.

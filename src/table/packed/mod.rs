@@ -64,7 +64,7 @@ use super::geometry::{Geometry, Location, MAX_KEYS};
 use super::tiers::Tiers;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
-use crate::sync::{AtomicU128, Ordering};
+use crate::sync::{advise_huge_pages, AtomicU128, Ordering};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 use rates::Rates;
@@ -177,6 +177,8 @@ pub(crate) struct PackedTable<A: PackedAlgorithm> {
     /// Each tier's parameters.
     params: Tiers<A>,
     on_full: OnFull,
+    /// Whether the slots were advised onto huge pages (`machine::advise_huge_pages`).
+    huge_pages: bool,
     /// The interval of each rate class the buckets' states are tagged with.
     rates: Rates,
 }
@@ -211,6 +213,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 requested: geo.max_keys(),
                 max: MAX_KEYS,
             })?;
+        // Advised before the first write touches the pages (see `machine`).
+        let huge_pages = advise_huge_pages(lines.spare_capacity_mut());
         lines.extend((0..n).map(|_| Line(std::array::from_fn(|_| AtomicU128::new(0)))));
         Ok(PackedTable {
             lines: lines.into_boxed_slice(),
@@ -218,6 +222,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             claims: ClaimLocks::new(geo.slots()),
             counts: Stripes::new(stats),
             paired: n * std::mem::size_of::<Line>() > PAIRED_BYTES,
+            huge_pages,
             geo,
             rates,
             params: Tiers::new(tiers),
@@ -233,6 +238,11 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             + ClaimLocks::bytes(self.geo.slots())
             + self.counts.memory_bytes()
             + Rates::BYTES
+    }
+
+    /// Whether the slots were advised onto huge pages.
+    pub(crate) fn huge_pages(&self) -> bool {
+        self.huge_pages
     }
 
     /// Slot `i`.
