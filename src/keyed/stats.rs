@@ -11,7 +11,7 @@ use std::hash::Hash;
 ///
 /// The counters are summed over per-shard, cache-padded counters updated with relaxed
 /// atomics: under concurrent use the snapshot is not one instant, but every count is
-/// exact once the callers have stopped. Peeks (`check_n(key, 0)`) are not counted.
+/// exact once the callers have stopped. Peeks (`peek`, `peek_n`, `check_n(key, 0)`) are not counted.
 ///
 /// # Example
 ///
