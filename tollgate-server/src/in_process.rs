@@ -140,7 +140,10 @@ mod tests {
                     }
                 }
                 // The sequence exercises both answers.
-                assert!(admitted > 100 && denied > 100, "{a:?} {on_full:?}: {admitted} admitted, {denied} denied");
+                assert!(
+                    admitted > 100 && denied > 100,
+                    "{a:?} {on_full:?}: {admitted} admitted, {denied} denied"
+                );
                 let stats = one.stats();
                 assert_eq!(stats, all.stats(), "{a:?} {on_full:?}");
                 // And the full table's paths: more keys than slots.
