@@ -120,9 +120,16 @@ async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {
     let mut single: Option<Bytes> = None;
     let mut joined = BytesMut::new();
     let mut len = 0;
-    while let Some(chunk) = body.data().await {
+    // A DATA frame that ends the stream is the last: it is not polled for again (the
+    // usual request's one frame, read with one poll).
+    let mut more = true;
+    while more {
+        let Some(chunk) = body.data().await else {
+            break;
+        };
         let chunk =
             chunk.map_err(|e| Status::new(Code::Internal, format!("reading the request: {e}")))?;
+        more = !body.is_end_stream();
         let _ = body.flow_control().release_capacity(chunk.len());
         len += chunk.len();
         if len > 5 + MAX_MESSAGE {
