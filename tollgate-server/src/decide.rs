@@ -222,7 +222,7 @@ pub(crate) fn redis_error(e: &tollgate::redis::Error) -> DecideError {
 /// Decides the enforced limits `idx` of `items` all or nothing; fills `out` and says
 /// whether the request is admitted.
 ///
-/// The in-process limits are decided by [`in_process::decide`]: one limit by its own
+/// The in-process limits are decided by `in_process::decide`: one limit by its own
 /// `check_n`, several by the library's `check_all_costs`, each limit with its
 /// descriptor's own hits (one protocol whether the hits are equal or not: a leaky bucket
 /// admits a request it only delays); on Redis they are decided in groups of equal cost,

@@ -11,6 +11,14 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A map of the compiled configuration, by name.
+///
+/// ```
+/// use tollgate_server::rules::hasher::ConfigMap;
+///
+/// let mut domains: ConfigMap<u32> = ConfigMap::default();
+/// domains.insert("bench".to_string(), 1);
+/// assert_eq!(domains.get("bench"), Some(&1));
+/// ```
 pub type ConfigMap<V> = HashMap<String, V, BuildHasherDefault<Fnv1a>>;
 
 /// 64-bit FNV-1a.
