@@ -2,10 +2,11 @@
 //! nothing, the quota-mode and shadow-mode ones each on its own.
 
 use crate::backend::Limiter;
+use crate::in_process;
 use crate::rules::Rule;
 use crate::stats::StatKey;
 use std::sync::Arc;
-use tollgate::{check_all_costs, Decision, Limit};
+use tollgate::Decision;
 
 /// Why a call was not decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,10 +222,11 @@ pub(crate) fn redis_error(e: &tollgate::redis::Error) -> DecideError {
 /// Decides the enforced limits `idx` of `items` all or nothing; fills `out` and says
 /// whether the request is admitted.
 ///
-/// The in-process limits are decided by the library's `check_all_costs`, each limit with
-/// its descriptor's own hits (one protocol whether the hits are equal or not: a leaky
-/// bucket admits a request it only delays); on Redis they are decided in groups of equal
-/// cost, each group all or nothing.
+/// The in-process limits are decided by `in_process::decide`: one limit by its own
+/// `check_n`, several by the library's `check_all_costs`, each limit with its
+/// descriptor's own hits (one protocol whether the hits are equal or not: a leaky bucket
+/// admits a request it only delays); on Redis they are decided in groups of equal cost,
+/// each group all or nothing.
 ///
 /// # Errors
 ///
@@ -247,46 +249,49 @@ pub async fn decide_enforced(
         }
         return Ok(false);
     }
-    let mut booked = Vec::with_capacity(idx.len());
+    // Checks of 0 hits only look; the others are booked (counted first, so that the
+    // usual request of one booking needs no list).
+    let (mut count, mut last) = (0, 0);
     for &i in idx {
         if items[i].hits == 0 {
             out[i] = look(lim(i), &items[i].key, 0).await;
         } else {
-            booked.push(i);
+            count += 1;
+            last = i;
         }
     }
-    let Some(&first) = booked.first() else {
+    if count == 0 {
         return Ok(true);
-    };
+    }
+    let booked = || idx.iter().copied().filter(|&i| items[i].hits > 0);
     // Every hit count fits in u32 here: it is at most a u32 capacity.
     let n = |i: usize| u32::try_from(items[i].hits).unwrap_or(u32::MAX);
-    match lim(first) {
+    let local = |i: usize| match lim(i) {
+        Limiter::Local(k) => (k, items[i].key.as_str(), n(i)),
+        _ => unreachable!("one backend per server; zero limits are impossible above"),
+    };
+    let invalid = |e: tollgate::InsufficientCapacity| DecideError::InvalidArgument(e.to_string());
+    match lim(last) {
+        Limiter::Local(_) | Limiter::Zero if count == 1 => {
+            // The usual request: one limit, no list.
+            let d = in_process::decide(&[local(last)]).map_err(invalid)?;
+            out[last] = unbooked(d.decisions()[0], n(last), d.is_allowed());
+            Ok(d.is_allowed())
+        }
         Limiter::Local(_) | Limiter::Zero => {
-            let keyed: Vec<_> = booked
-                .iter()
-                .map(|&i| match lim(i) {
-                    Limiter::Local(k) => k.limit(items[i].key.as_str()),
-                    _ => unreachable!("one backend per server; zero limits are impossible above"),
-                })
-                .collect();
-            let costs: Vec<(&dyn Limit, u32)> = booked
-                .iter()
-                .zip(&keyed)
-                .map(|(&i, k)| (k as &dyn Limit, n(i)))
-                .collect();
-            let md =
-                check_all_costs(&costs).map_err(|e| DecideError::InvalidArgument(e.to_string()))?;
-            for (&i, d) in booked.iter().zip(md.decisions()) {
-                out[i] = unbooked(*d, n(i), md.is_allowed());
+            let limits: Vec<_> = booked().map(local).collect();
+            let d = in_process::decide(&limits).map_err(invalid)?;
+            for (i, dec) in booked().zip(d.decisions()) {
+                out[i] = unbooked(*dec, n(i), d.is_allowed());
             }
-            Ok(md.is_allowed())
+            Ok(d.is_allowed())
         }
         Limiter::Exact(_) => {
             // One Redis key may appear only once per script: descriptors that resolve to
             // the same limit and key (Envoy can send a descriptor twice) are one booking
             // of their summed hits, and share its decision.
             let mut merged: Vec<(usize, Vec<usize>, u64)> = Vec::new();
-            for &i in &booked {
+            for i in booked() {
                 let same = |&(rep, _, _): &(usize, Vec<usize>, u64)| {
                     std::ptr::eq(lim(rep), lim(i)) && items[rep].key == items[i].key
                 };
@@ -345,7 +350,7 @@ pub async fn decide_enforced(
             Ok(true)
         }
         Limiter::Hybrid(_) => {
-            for &i in &booked {
+            for i in booked() {
                 let Limiter::Hybrid(h) = lim(i) else {
                     unreachable!("one backend per server")
                 };

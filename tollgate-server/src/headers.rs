@@ -30,24 +30,57 @@ fn ceil_secs(d: Option<&prost_types::Duration>) -> i64 {
 /// printable ASCII dropped.
 fn push_sf_string(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
+    if s.bytes()
+        .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
+    {
+        // The usual name: nothing to escape or drop, one copy.
+        out.push_str(s);
+    } else {
+        for c in s.chars() {
+            match c {
+                '"' | '\\' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                ' '..='~' => out.push(c),
+                _ => {}
             }
-            ' '..='~' => out.push(c),
-            _ => {}
         }
     }
     out.push('"');
 }
 
-/// The headers for `statuses` (names: the limit names, or `policy` when a limit has none).
-pub fn headers(
+/// The longest `;x=` parameter: its 3 bytes and an `i64`'s 20 characters.
+const PARAM: usize = 3 + 20;
+
+/// `n` in decimal, in a string that holds any `i64` without growing.
+fn num(n: i64) -> String {
+    let mut v = String::with_capacity(20);
+    push_int(&mut v, n);
+    v
+}
+
+/// The headers for `statuses`; `name(i)` is the name of status `i`'s limit (asked only of
+/// the status the headers describe).
+///
+/// ```
+/// use tollgate_server::headers::{headers, HeaderMode};
+/// use tollgate_server::proto::{DescriptorStatus, RateLimit};
+///
+/// let status = DescriptorStatus {
+///     code: 1,
+///     current_limit: Some(RateLimit { name: String::new(), requests_per_unit: 10, unit: 2 }),
+///     limit_remaining: 3,
+///     duration_until_reset: Some(prost_types::Duration { seconds: 42, nanos: 0 }),
+/// };
+/// let hs = headers(HeaderMode::Ietf, &[status], |_| "per_user");
+/// assert_eq!(hs[0].value, "\"per_user\";q=10;w=60");
+/// assert_eq!(hs[1].value, "\"per_user\";r=3;t=42");
+/// ```
+pub fn headers<'a>(
     mode: HeaderMode,
     statuses: &[DescriptorStatus],
-    names: &[&str],
+    name: impl FnOnce(usize) -> &'a str,
 ) -> Vec<HeaderValue> {
     if mode == HeaderMode::Off {
         return Vec::new();
@@ -73,10 +106,13 @@ pub fn headers(
     match mode {
         HeaderMode::Off => Vec::new(),
         HeaderMode::Ietf => {
-            // `"name";q=10;w=60` and `"name";r=3;t=42`.
-            let mut policy = String::with_capacity(48);
-            push_sf_string(&mut policy, names.get(i).copied().unwrap_or("policy"));
-            let mut now = policy.clone();
+            // `"name";q=10;w=60` and `"name";r=3;t=42`: the quoted name at most doubles
+            // (every byte escaped), and each string is sized once.
+            let name = name(i);
+            let mut policy = String::with_capacity(2 + 2 * name.len() + 2 * PARAM);
+            push_sf_string(&mut policy, name);
+            let mut now = String::with_capacity(policy.len() + 2 * PARAM);
+            now.push_str(&policy);
             policy.push_str(";q=");
             push_int(&mut policy, rpu);
             policy.push_str(";w=");
@@ -88,11 +124,6 @@ pub fn headers(
             vec![h("RateLimit-Policy", policy), h("RateLimit", now)]
         }
         HeaderMode::Ratelimit => {
-            let num = |n| {
-                let mut v = String::with_capacity(8);
-                push_int(&mut v, n);
-                v
-            };
             vec![
                 h("RateLimit-Limit", num(rpu)),
                 h("RateLimit-Remaining", num(remaining)),
@@ -101,17 +132,12 @@ pub fn headers(
         }
         HeaderMode::XRatelimit => {
             // `10, 10;w=60`, `3`, `42`.
-            let mut limit = String::with_capacity(24);
+            let mut limit = String::with_capacity(20 + 2 + 20 + PARAM);
             push_int(&mut limit, rpu);
             limit.push_str(", ");
             push_int(&mut limit, rpu);
             limit.push_str(";w=");
             push_int(&mut limit, window);
-            let num = |n| {
-                let mut v = String::with_capacity(8);
-                push_int(&mut v, n);
-                v
-            };
             vec![
                 h("x-ratelimit-limit", limit),
                 h("x-ratelimit-remaining", num(remaining)),
@@ -125,6 +151,19 @@ pub fn headers(
 mod tests {
     use super::*;
     use crate::proto::RateLimit;
+
+    #[test]
+    fn names_are_structured_field_strings() {
+        let sf = |name: &str| {
+            let mut out = String::new();
+            push_sf_string(&mut out, name);
+            out
+        };
+        assert_eq!(sf("per user ~1"), "\"per user ~1\"");
+        assert_eq!(sf(""), "\"\"");
+        assert_eq!(sf("a\"b\\c"), "\"a\\\"b\\\\c\"");
+        assert_eq!(sf("caf\u{e9}\tx"), "\"cafx\"");
+    }
 
     #[test]
     fn fewest_remaining_wins() {
@@ -142,14 +181,15 @@ mod tests {
             }),
         };
         let names = ["a", "b\""];
-        let hs = headers(HeaderMode::Ietf, &[st(5, 10), st(2, 3)], &names);
+        let name = |i: usize| names[i];
+        let hs = headers(HeaderMode::Ietf, &[st(5, 10), st(2, 3)], name);
         assert_eq!(hs[0].value, "\"b\\\"\";q=3;w=60");
         assert_eq!(hs[1].value, "\"b\\\"\";r=2;t=42");
-        let hs = headers(HeaderMode::XRatelimit, &[st(5, 10)], &names);
+        let hs = headers(HeaderMode::XRatelimit, &[st(5, 10)], name);
         assert_eq!(hs[0].value, "10, 10;w=60");
         assert_eq!(hs[2].value, "42");
-        assert!(headers(HeaderMode::Off, &[st(5, 10)], &names).is_empty());
-        let hs = headers(HeaderMode::Ratelimit, &[st(5, 10)], &names);
+        assert!(headers(HeaderMode::Off, &[st(5, 10)], name).is_empty());
+        let hs = headers(HeaderMode::Ratelimit, &[st(5, 10)], name);
         let pairs: Vec<(&str, &str)> = hs
             .iter()
             .map(|h| (h.key.as_str(), h.value.as_str()))

@@ -15,6 +15,7 @@ pub mod digits;
 pub mod engine;
 pub mod grpc;
 pub mod headers;
+mod in_process;
 pub mod json;
 pub mod proto;
 pub mod reload;

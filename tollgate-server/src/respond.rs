@@ -123,14 +123,11 @@ pub fn respond(
     let mut read: Option<u64> = None;
     let mut now = || *read.get_or_insert_with(unix_now);
     let mut statuses = Vec::with_capacity(items.len());
-    let mut names = Vec::with_capacity(items.len());
     for (it, out) in items.iter().zip(outcomes) {
         let Some(rule) = &it.rule else {
             statuses.push(ok_status());
-            names.push("");
             continue;
         };
-        names.push(rule.spec.name.as_deref().unwrap_or(&rule.stat_key));
         if rule.spec.unlimited {
             let mut s = ok_status();
             s.limit_remaining = u32::MAX;
@@ -162,7 +159,13 @@ pub fn respond(
     crate::stats::call("decide", if allowed { "ok" } else { "over_limit" });
     RateLimitResponse {
         overall_code: overall as i32,
-        response_headers_to_add: headers(header_mode, &statuses, &names),
+        // The headers describe a status with a limit: its item has a rule.
+        response_headers_to_add: headers(header_mode, &statuses, |i| {
+            items[i]
+                .rule
+                .as_ref()
+                .map_or("", |r| r.spec.name.as_deref().unwrap_or(&r.stat_key))
+        }),
         statuses,
         request_headers_to_add: Vec::new(),
     }

@@ -389,3 +389,24 @@ async fn a_message_split_over_several_data_frames_is_joined() {
     assert_eq!(a.overall_code, Code::Ok as i32);
     assert_eq!(a.statuses[0].limit_remaining, 99);
 }
+
+#[tokio::test]
+async fn a_stream_ended_by_an_empty_data_frame_after_the_message_is_answered() {
+    let dir = TempDir::new("late_end");
+    dir.write("t.yaml", CONFIG);
+    let s = Server::start(&dir.0, &[]);
+    let mut c = connect(s.grpc).await;
+    let req = head("POST", PATH, "application/grpc", None);
+    let (resp, mut stream) = c.send_request(req, false).expect("send headers");
+    // The whole message without END_STREAM, then an empty frame that ends the stream.
+    let whole = framed(0, &call_bytes("late_end"));
+    stream
+        .send_data(Bytes::from(whole), false)
+        .expect("send the message");
+    stream
+        .send_data(Bytes::new(), true)
+        .expect("end the stream");
+    let a = read(resp).await.response();
+    assert_eq!(a.overall_code, Code::Ok as i32);
+    assert_eq!(a.statuses[0].limit_remaining, 99);
+}

@@ -14,8 +14,8 @@
 
 use super::status::{ok_trailers, send_http, send_status, Code, Status, GRPC_CONTENT_TYPE};
 use crate::engine::{DecideError, Engine};
-use crate::proto::RateLimitRequest;
-use bytes::{BufMut, Bytes, BytesMut};
+use crate::proto::{RateLimitRequest, RateLimitResponse};
+use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::RecvStream;
 use http::header::CONTENT_TYPE;
@@ -90,14 +90,25 @@ async fn decide(body: &mut RecvStream, engine: &Engine) -> Result<Bytes, Status>
         DecideError::InvalidArgument(m) => Status::new(Code::InvalidArgument, m),
         DecideError::Unavailable(m) => Status::new(Code::Unavailable, m),
     })?;
+    Ok(Bytes::from(frame(&response)?))
+}
+
+/// `response` as one length-prefixed message, in one buffer of exactly its size.
+///
+/// Into a `Vec` (whose `BufMut` writes a byte as a push and a slice as one copy, where
+/// `BytesMut`'s goes through `put_slice` for every byte of every varint), with prost's
+/// `encode_raw`: the buffer is sized from `encoded_len` here, so `encode`'s own check of
+/// the room left (a second `encoded_len` pass over the message) has nothing to catch.
+fn frame(response: &RateLimitResponse) -> Result<Vec<u8>, Status> {
     let len = response.encoded_len();
-    let mut out = BytesMut::with_capacity(5 + len);
-    out.put_u8(0);
-    out.put_u32(u32::try_from(len).map_err(|_| Status::new(Code::Internal, "response too large"))?);
-    response
-        .encode(&mut out)
-        .map_err(|e| Status::new(Code::Internal, format!("encoding the response: {e}")))?;
-    Ok(out.freeze())
+    let prefix =
+        u32::try_from(len).map_err(|_| Status::new(Code::Internal, "response too large"))?;
+    let mut out = Vec::with_capacity(5 + len);
+    out.push(0);
+    out.extend_from_slice(&prefix.to_be_bytes());
+    response.encode_raw(&mut out);
+    debug_assert_eq!(out.len(), 5 + len, "encoded_len and encode_raw agree");
+    Ok(out)
 }
 
 /// The request's one message, without its 5-byte prefix. Reads the stream to its end
@@ -109,9 +120,16 @@ async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {
     let mut single: Option<Bytes> = None;
     let mut joined = BytesMut::new();
     let mut len = 0;
-    while let Some(chunk) = body.data().await {
+    // A DATA frame that ends the stream is the last: it is not polled for again (the
+    // usual request's one frame, read with one poll).
+    let mut more = true;
+    while more {
+        let Some(chunk) = body.data().await else {
+            break;
+        };
         let chunk =
             chunk.map_err(|e| Status::new(Code::Internal, format!("reading the request: {e}")))?;
+        more = !body.is_end_stream();
         let _ = body.flow_control().release_capacity(chunk.len());
         len += chunk.len();
         if len > 5 + MAX_MESSAGE {
@@ -209,6 +227,52 @@ mod tests {
         assert_eq!(code(framed(1, 3, b"abc")), Code::Unimplemented);
         assert_eq!(code(framed(7, 3, b"abc")), Code::Internal);
         assert_eq!(code(framed(0, u32::MAX, b"abc")), Code::ResourceExhausted);
+    }
+
+    /// The framed response is the prefix and the message exactly as prost's `encode`
+    /// writes it, for an empty response and one with statuses and headers.
+    #[test]
+    fn responses_are_framed_as_encoded() {
+        use crate::proto::{DescriptorStatus, HeaderValue, RateLimit};
+        let full = RateLimitResponse {
+            overall_code: 2,
+            statuses: vec![
+                DescriptorStatus {
+                    code: 2,
+                    current_limit: Some(RateLimit {
+                        name: "per user".into(),
+                        requests_per_unit: 1_000_000,
+                        unit: 1,
+                    }),
+                    limit_remaining: 0,
+                    duration_until_reset: Some(prost_types::Duration {
+                        seconds: 1,
+                        nanos: 0,
+                    }),
+                },
+                DescriptorStatus::default(),
+            ],
+            response_headers_to_add: vec![HeaderValue {
+                key: "RateLimit".into(),
+                value: "\"per user\";r=0;t=1".into(),
+                raw_value: Vec::new(),
+            }],
+            request_headers_to_add: Vec::new(),
+        };
+        for response in [RateLimitResponse::default(), full] {
+            let mut expected = BytesMut::new();
+            response.encode(&mut expected).unwrap();
+            let framed = frame(&response).unwrap();
+            assert_eq!(framed[0], 0);
+            assert_eq!(
+                framed[1..5],
+                u32::try_from(expected.len()).unwrap().to_be_bytes()
+            );
+            assert_eq!(framed[5..], expected[..]);
+            let mut message = Bytes::from(framed);
+            unframe(&mut message).unwrap();
+            assert_eq!(RateLimitResponse::decode(message).unwrap(), response);
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub mod carry;
 mod compile;
+pub mod hasher;
 pub mod pattern;
 
 pub use compile::{Compiled, Retune};
@@ -16,6 +17,7 @@ use crate::backend::{LimitParams, Limiter};
 use crate::config::RateLimitSpec;
 use crate::proto::Entry;
 use crate::stats::{Counters, StatKey};
+use hasher::ConfigMap;
 use pattern::Pattern;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -55,7 +57,7 @@ pub struct Rule {
 /// The children of one node under one entry key.
 #[derive(Debug, Default)]
 struct KeyChildren {
-    exact: HashMap<String, Node>,
+    exact: ConfigMap<Node>,
     /// `(pattern, share_threshold, node)`, in file order.
     wildcards: Vec<(Pattern, bool, Node)>,
     any: Option<Box<Node>>,
@@ -65,7 +67,7 @@ struct KeyChildren {
 #[derive(Debug, Default)]
 pub struct Node {
     rule: Option<Arc<Rule>>,
-    children: HashMap<String, KeyChildren>,
+    children: ConfigMap<KeyChildren>,
 }
 
 /// A domain's compiled tree.
@@ -142,7 +144,7 @@ impl Domain {
 #[derive(Debug, Default)]
 pub struct Rules {
     /// Domains by name.
-    pub domains: HashMap<String, Domain>,
+    pub domains: ConfigMap<Domain>,
 }
 
 impl Rules {
