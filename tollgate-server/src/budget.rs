@@ -120,11 +120,11 @@ pub async fn give_back_all(
                 Box::pin(r.give_back(key, n))
                     .await
                     .map_err(|e| redis_error(&e))?;
-                Outcome::GivenBack(Box::pin(r.check_n(key, 0)).await.ok())
+                Outcome::GivenBack(Box::pin(r.peek_n(key, 0)).await.ok())
             }
             Limiter::Hybrid(h) => {
                 h.give_back(key, n);
-                Outcome::GivenBack(h.check_n(key, 0).ok())
+                Outcome::GivenBack(h.peek_n(key, 0).ok())
             }
             Limiter::Zero => Outcome::GivenBack(None),
         };

@@ -136,18 +136,18 @@ fn capacity(l: &Limiter) -> u64 {
 }
 
 /// What `n` hits would get, counting nothing: a peek in process; on Redis, asked only
-/// for 0 hits (the key's state; a cost of 0 writes nothing), else not asked.
+/// for 0 hits (the key's state, by a peek that writes and inserts nothing), else not asked.
 async fn look(l: &Limiter, key: &str, n: u64) -> Outcome {
     let n32 = u32::try_from(n).unwrap_or(u32::MAX);
     match l {
         Limiter::Local(k) => k.peek_n(key, n32).map_or(Outcome::Over, Outcome::Decided),
         Limiter::Zero if n == 0 => Outcome::Unknown,
         Limiter::Zero => Outcome::Over,
-        Limiter::Exact(r) if n == 0 => Box::pin(r.check_n(key, 0))
+        Limiter::Exact(r) if n == 0 => Box::pin(r.peek_n(key, 0))
             .await
             .map_or(Outcome::Unknown, Outcome::Decided),
         Limiter::Hybrid(h) if n == 0 => {
-            h.check_n(key, 0).map_or(Outcome::Unknown, Outcome::Decided)
+            h.peek_n(key, 0).map_or(Outcome::Unknown, Outcome::Decided)
         }
         Limiter::Exact(_) | Limiter::Hybrid(_) => Outcome::Unknown,
     }
