@@ -2,7 +2,7 @@
 //! ranks a key's candidates, the refusal of a full table, and the claim locks.
 
 use crate::decision::Decision;
-use crate::sync::Mutex;
+use crate::sync::{spin_loop, AtomicU64, Ordering};
 
 /// What a [`KeyedRateLimiter`](crate::KeyedRateLimiter) does with a new key when every slot it may use holds a
 /// key whose state still says something (none is idle).
@@ -164,15 +164,90 @@ pub(crate) fn refusal(burst: u32, soonest: Option<u64>, now: u64) -> Decision {
 
 /// The locks that serialize the claims replacing an entry (idle reclaim, eviction).
 ///
-/// All replacing claims of one key take the same lock (chosen by its fingerprint), and
-/// rescan the key's groups under it: together with the fixed probe order, a key is
-/// never installed twice. Claims of different keys usually take different locks and
-/// run in parallel, even within one shard: after warm-up, when every new key replaces
-/// an idle entry, a flood of new keys is not serialized on one mutex per shard. Two
+/// All replacing claims of one key take the same lock (chosen by its fingerprint): a
+/// key is never installed twice. Claims of different keys usually take different locks
+/// and run in parallel, even within one shard: after warm-up, when every new key replaces
+/// an idle entry, a flood of new keys is not serialized on one lock per shard. Two
 /// claims of different keys that pick the same slot are settled by the slot's own
 /// compare-and-swap (packed table) or lock (locked table): the loser looks again.
+///
+/// Each lock is a sequence number (a seqlock's): even when free, odd while held, one
+/// more on every acquisition and every release, so it never repeats. A claim may read
+/// it ([`ClaimLock::seen`]), rank its candidates without the lock, and then take the
+/// lock only if nobody took it since ([`ClaimLock::lock_if_unchanged`]): then no claim
+/// of the key installed anything since the ranking began, and what the ranking saw of
+/// the key (absent) still holds. Otherwise the claim takes the lock and rescans under it.
 pub(crate) struct ClaimLocks {
-    locks: Box<[Mutex<()>]>,
+    locks: Box<[ClaimLock]>,
+}
+
+/// One claim lock (see [`ClaimLocks`]): 8 bytes, as a `Mutex<()>` is on Linux.
+pub(crate) struct ClaimLock {
+    seq: AtomicU64,
+}
+
+/// A held [`ClaimLock`]; released when dropped.
+pub(crate) struct ClaimGuard<'a> {
+    lock: &'a ClaimLock,
+    /// The (odd) sequence number it was taken at.
+    held: u64,
+}
+
+impl ClaimLock {
+    /// The lock's sequence number now, for [`lock_if_unchanged`](Self::lock_if_unchanged)
+    /// (read before the loads it vouches for).
+    #[inline]
+    pub(crate) fn seen(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// The lock, taken only if nobody has held it since its sequence number read
+    /// `seen` (which was free then): every claim that held it before `seen` was read
+    /// released it before, so whatever it installed is visible to loads made after
+    /// that read. `None` when it was held or has been taken since.
+    #[inline]
+    pub(crate) fn lock_if_unchanged(&self, seen: u64) -> Option<ClaimGuard<'_>> {
+        if seen & 1 != 0 {
+            return None;
+        }
+        self.seq
+            .compare_exchange(seen, seen + 1, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| ClaimGuard {
+                lock: self,
+                held: seen + 1,
+            })
+    }
+
+    /// The lock, waiting for it (spinning a little, then yielding the thread): it is
+    /// held for one scan of a key's groups at most.
+    pub(crate) fn lock(&self) -> ClaimGuard<'_> {
+        let mut spins = 0u32;
+        loop {
+            let seen = self.seq.load(Ordering::Relaxed);
+            if let Some(guard) = self.lock_if_unchanged(seen) {
+                return guard;
+            }
+            if spins < 64 {
+                spins += 1;
+                spin_loop();
+            } else {
+                // Under loom, `spin_loop` already yields to the model's other threads.
+                #[cfg(not(tollgate_loom))]
+                std::thread::yield_now();
+                #[cfg(tollgate_loom)]
+                spin_loop();
+            }
+        }
+    }
+}
+
+impl Drop for ClaimGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Only the holder writes the sequence number: a plain store releases it.
+        self.lock.seq.store(self.held + 1, Ordering::Release);
+    }
 }
 
 impl ClaimLocks {
@@ -184,19 +259,23 @@ impl ClaimLocks {
     /// The locks for a table of `slots` slots.
     pub(crate) fn new(slots: usize) -> Self {
         ClaimLocks {
-            locks: (0..Self::count(slots)).map(|_| Mutex::new(())).collect(),
+            locks: (0..Self::count(slots))
+                .map(|_| ClaimLock {
+                    seq: AtomicU64::new(0),
+                })
+                .collect(),
         }
     }
 
     /// Bytes of the locks of a table of `slots` slots.
     pub(crate) fn bytes(slots: usize) -> usize {
-        Self::count(slots) * std::mem::size_of::<Mutex<()>>()
+        Self::count(slots) * std::mem::size_of::<ClaimLock>()
     }
 
     /// The lock of the key with fingerprint `fp`: its bits mixed, so that keys sharing
     /// a shard or a group spread over the locks.
     #[inline]
-    pub(crate) fn of(&self, fp: u64) -> &Mutex<()> {
+    pub(crate) fn of(&self, fp: u64) -> &ClaimLock {
         let mixed = fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
         &self.locks[mixed as usize & (self.locks.len() - 1)]
     }
