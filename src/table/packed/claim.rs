@@ -107,10 +107,11 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     /// state or key changed since it was ranked) starts the request over (`None`).
     ///
     /// The victim is the one the locked rescan would pick at the same reading: the same
-    /// ranks in the same order, ties to the first (`tests::evict_rank`). Other entries
-    /// may change between the ranking and the install, as they may between the locked
-    /// rescan and its compare-and-swap: the ranking is one scan either way, and the
-    /// victim's own word is checked by the install.
+    /// ranks, ties to the first in the key's order (compared on random tables in
+    /// `claim_tests.rs`). Other entries may change between the ranking and the install,
+    /// as they may between the locked rescan and its compare-and-swap: the ranking is
+    /// one scan either way, and the victim's own word is checked by the install
+    /// (model-checked in `loom-tests/tests/evict.rs`).
     fn claim_evict<R>(
         &self,
         fp: u64,
@@ -127,13 +128,11 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // A reclaim may have happened since the caller's scan.
         let now = shard.floor(now);
         let params = self.params.get(0);
-        let ranked = if params.gcra().is_some_and(|g| g.mixed()) {
+        if params.gcra().is_some_and(|g| g.mixed()) {
             // What each entry used is converted between rates: the locked rescan.
-            Ranked::Free
-        } else {
-            self.rank_live(fp, loc, now, &params)
-        };
-        let victim = match ranked {
+            return self.claim_locked(fp, loc, now, (rate, denial_converts), stored, f);
+        }
+        let victim = match self.rank_live(fp, loc, now, &params) {
             // Inserted meanwhile: start over (the scan will find it).
             Ranked::Found => return None,
             Ranked::Live(victim) => victim,
