@@ -2,7 +2,7 @@
 //! ranks a key's candidates, the refusal of a full table, and the claim locks.
 
 use crate::decision::Decision;
-use crate::sync::{spin_loop, AtomicU64, Ordering};
+use crate::sync::{lock, spin_loop, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// What a [`KeyedRateLimiter`](crate::KeyedRateLimiter) does with a new key when every slot it may use holds a
 /// key whose state still says something (none is idle).
@@ -174,23 +174,32 @@ pub(crate) fn refusal(burst: u32, soonest: Option<u64>, now: u64) -> Decision {
 /// Each lock is a sequence number (a seqlock's): even when free, odd while held, one
 /// more on every acquisition and every release, so it never repeats. A claim may read
 /// it ([`ClaimLock::seen`]), rank its candidates without the lock, and then take the
-/// lock only if nobody took it since ([`ClaimLock::lock_if_unchanged`]): then no claim
-/// of the key installed anything since the ranking began, and what the ranking saw of
-/// the key (absent) still holds. Otherwise the claim takes the lock and rescans under it.
+/// lock with one compare-and-swap only if nobody took it since
+/// ([`ClaimLock::lock_if_unchanged`]): then no claim of the key installed anything since
+/// the ranking began, and what the ranking saw of the key (absent) still holds.
+/// Otherwise the claim waits for the lock ([`ClaimLock::lock`]) and rescans under it.
+/// Waiting claims queue on a mutex, so that only the first of them spins, and only
+/// while a claim that took the lock by its compare-and-swap installs.
 pub(crate) struct ClaimLocks {
     locks: Box<[ClaimLock]>,
 }
 
-/// One claim lock (see [`ClaimLocks`]): 8 bytes, as a `Mutex<()>` is on Linux.
+/// One claim lock (see [`ClaimLocks`]): 16 bytes on Linux.
 pub(crate) struct ClaimLock {
+    /// The sequence number: odd while the lock is held.
     seq: AtomicU64,
+    /// The queue of the claims waiting for the lock.
+    waiting: Mutex<()>,
 }
 
 /// A held [`ClaimLock`]; released when dropped.
 pub(crate) struct ClaimGuard<'a> {
     lock: &'a ClaimLock,
-    /// The (odd) sequence number it was taken at.
+    /// The (odd) sequence number the lock was taken at.
     held: u64,
+    /// The place at the head of the queue of a claim that waited (released after the
+    /// lock: this struct's fields drop after its `drop`).
+    _queue: Option<MutexGuard<'a, ()>>,
 }
 
 impl ClaimLock {
@@ -202,42 +211,56 @@ impl ClaimLock {
     }
 
     /// The lock, taken only if nobody has held it since its sequence number read
-    /// `seen` (which was free then): every claim that held it before `seen` was read
-    /// released it before, so whatever it installed is visible to loads made after
-    /// that read. `None` when it was held or has been taken since.
+    /// `seen` (free then): every claim that held it before released it before that
+    /// read, so whatever it installed is visible to loads made after the read. `None`
+    /// when it was held or has been taken since.
     #[inline]
     pub(crate) fn lock_if_unchanged(&self, seen: u64) -> Option<ClaimGuard<'_>> {
-        if seen & 1 != 0 {
-            return None;
-        }
-        self.seq
-            .compare_exchange(seen, seen + 1, Ordering::Acquire, Ordering::Relaxed)
-            .ok()
-            .map(|_| ClaimGuard {
-                lock: self,
-                held: seen + 1,
-            })
+        self.take(seen, None).ok()
     }
 
-    /// The lock, waiting for it (spinning a little, then yielding the thread): it is
-    /// held for one scan of a key's groups at most.
+    /// The lock, waiting for it: first in the queue of waiting claims, then for the
+    /// claim holding it (a claim holds it for one scan of a key's groups at most).
     pub(crate) fn lock(&self) -> ClaimGuard<'_> {
+        let mut queue = Some(lock(&self.waiting));
         let mut spins = 0u32;
         loop {
-            let seen = self.seq.load(Ordering::Relaxed);
-            if let Some(guard) = self.lock_if_unchanged(seen) {
-                return guard;
+            match self.take(self.seq.load(Ordering::Relaxed), queue.take()) {
+                Ok(guard) => return guard,
+                Err(back) => queue = back,
             }
-            if spins < 64 {
-                spins += 1;
-                spin_loop();
-            } else {
-                // Under loom, `spin_loop` already yields to the model's other threads.
-                #[cfg(not(tollgate_loom))]
+            spins += 1;
+            // Under loom, `spin_loop` yields to the model's other threads.
+            #[cfg(not(tollgate_loom))]
+            if spins > 64 {
                 std::thread::yield_now();
-                #[cfg(tollgate_loom)]
-                spin_loop();
+                continue;
             }
+            spin_loop();
+        }
+    }
+
+    /// The lock at sequence number `seen`, if free there and unchanged; `queue` is
+    /// handed back when it is not taken.
+    #[inline]
+    fn take<'a>(
+        &'a self,
+        seen: u64,
+        queue: Option<MutexGuard<'a, ()>>,
+    ) -> Result<ClaimGuard<'a>, Option<MutexGuard<'a, ()>>> {
+        if seen & 1 != 0 {
+            return Err(queue);
+        }
+        match self
+            .seq
+            .compare_exchange(seen, seen + 1, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(ClaimGuard {
+                lock: self,
+                held: seen + 1,
+                _queue: queue,
+            }),
+            Err(_) => Err(queue),
         }
     }
 }
@@ -251,9 +274,9 @@ impl Drop for ClaimGuard<'_> {
 }
 
 impl ClaimLocks {
-    /// One lock per 64 slots (about 0.1 byte per slot), a power of two from 1 to 4,096.
+    /// One lock per 128 slots (0.125 byte per slot), a power of two from 1 to 2,048.
     fn count(slots: usize) -> usize {
-        (slots / 64).clamp(1, 4096).next_power_of_two().min(4096)
+        ((slots / 64).clamp(1, 4096).next_power_of_two().min(4096) / 2).max(1)
     }
 
     /// The locks for a table of `slots` slots.
@@ -262,6 +285,7 @@ impl ClaimLocks {
             locks: (0..Self::count(slots))
                 .map(|_| ClaimLock {
                     seq: AtomicU64::new(0),
+                    waiting: Mutex::new(()),
                 })
                 .collect(),
         }

@@ -97,20 +97,20 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     }
 
     /// The claim of a full pair of groups under `Evict`: the candidates are ranked
-    /// without the lock ([`rank_live`](Self::rank_live)), and when every one is live the
-    /// victim is installed over with one compare-and-swap expecting exactly the word
-    /// ranked, under the key's claim lock taken only if nobody has taken it since the
-    /// ranking began (no claim of this key installed anything meanwhile, so the key is
-    /// still absent: see `ClaimLocks`). Anything else (a free slot to reclaim, the lock
-    /// taken meanwhile, a table of several rates) goes to
-    /// [`claim_locked`](Self::claim_locked); a failed compare-and-swap (the victim's
-    /// state or key changed since it was ranked) starts the request over (`None`).
+    /// without the lock ([`rank`](Self::rank)), and the slot chosen (a free one, else
+    /// the victim) is installed over with one compare-and-swap expecting exactly the
+    /// word ranked, under the key's claim lock taken only if nobody has taken it since
+    /// the ranking began (no claim of this key installed anything meanwhile, so the key
+    /// is still absent: see `ClaimLocks`). Otherwise (the lock taken meanwhile, or a
+    /// table of several rates) [`claim_locked`](Self::claim_locked) decides; a failed
+    /// compare-and-swap (the slot's state or key changed since it was ranked) starts
+    /// the request over (`None`).
     ///
-    /// The victim is the one the locked rescan would pick at the same reading: the same
+    /// The slot is the one the locked rescan would choose at the same reading: the same
     /// ranks, ties to the first in the key's order (compared on random tables in
     /// `claim_tests.rs`). Other entries may change between the ranking and the install,
     /// as they may between the locked rescan and its compare-and-swap: the ranking is
-    /// one scan either way, and the victim's own word is checked by the install
+    /// one scan either way, and the chosen slot's own word is checked by the install
     /// (model-checked in `loom-tests/tests/evict.rs`).
     fn claim_evict<R>(
         &self,
@@ -132,13 +132,9 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             // What each entry used is converted between rates: the locked rescan.
             return self.claim_locked(fp, loc, now, (rate, denial_converts), stored, f);
         }
-        let victim = match self.rank_live(fp, loc, now, &params) {
+        let Ranked::Claim(target, free) = self.rank(fp, loc, now, &params) else {
             // Inserted meanwhile: start over (the scan will find it).
-            Ranked::Found => return None,
-            Ranked::Live(victim) => victim,
-            Ranked::Free => {
-                return self.claim_locked(fp, loc, now, (rate, denial_converts), stored, f)
-            }
+            return None;
         };
         let Some(_guard) = claims.lock_if_unchanged(seen) else {
             return self.claim_locked(fp, loc, now, (rate, denial_converts), stored, f);
@@ -148,44 +144,34 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             // The transition writes nothing for a fresh key after all.
             return Some(Placed::Absent(fresh));
         };
-        self.replace(loc.shard, fp, rate, now, next, victim, stored)?;
-        Shard::bump(&shard.evictions);
+        self.replace(loc.shard, fp, rate, now, next, target, stored)?;
+        if !free {
+            Shard::bump(&shard.evictions);
+        } else if fp_of(target.1) != 0 {
+            Shard::bump(&shard.idle_reclaims);
+        }
         Some(Placed::Stored(fresh))
     }
 
-    /// One pass over the key's groups without the lock, ranking the entries at `now`
-    /// with tier 0's `params` (a table of one rate) as the locked rescan
-    /// ([`rescan`](Self::rescan)) does: the entry of lowest rank, of equals the first in
-    /// the key's order (its first group, then its second, each from the key's start
-    /// offset), with the word it was ranked on, when every entry is live.
+    /// One pass over the key's groups without the lock, choosing at `now` with tier 0's
+    /// `params` (a table of one rate) the slot the locked rescan
+    /// ([`rescan`](Self::rescan), `ClaimScan`) would: the first free (empty or idle)
+    /// slot in the key's order of the group with fewer live entries, or of the only
+    /// group with one; else the live entry of lowest rank, of equals the first in the
+    /// key's order (its first group, then its second, each from the key's start
+    /// offset). With the word it read there.
     #[inline(always)]
-    fn rank_live(&self, fp: u64, loc: &Location, now: u64, params: &A) -> Ranked {
+    fn rank(&self, fp: u64, loc: &Location, now: u64, params: &A) -> Ranked {
         let reading = params.reading(now);
         let group = self.geo.group();
         let count = if loc.groups[0] == loc.groups[1] { 1 } else { 2 };
+        // A candidate: its slot, the word read there, its place in the key's order.
+        const NONE: (usize, u128, usize) = (usize::MAX, 0, usize::MAX);
         let mut lowest = u128::MAX;
-        // The victim: its slot, the word it was ranked on, its place in the key's order.
-        let mut victim = (usize::MAX, 0, usize::MAX);
-        // One entry, slot `i` holding `w`, at place `at()` in the key's order (only
-        // computed for a tie): `Some` ends the pass.
-        let mut visit = |i: usize, w: u128, at: &dyn Fn() -> usize| -> Option<Ranked> {
-            let fw = fp_of(w);
-            if generation::holds(fw, fp) {
-                return Some(Ranked::Found);
-            }
-            let (idle_at, rank) = params.rank(state_of(w), &reading);
-            if fw == 0 || idle_at <= now {
-                return Some(Ranked::Free);
-            }
-            if rank <= lowest {
-                let at = at();
-                if rank < lowest || at < victim.2 {
-                    lowest = rank;
-                    victim = (i, w, at);
-                }
-            }
-            None
-        };
+        let mut victim = NONE;
+        let mut free = [NONE; 2];
+        // Free slots per group (counted on the cold path: a flood meets none).
+        let mut frees = [0usize; 2];
         for wi in 0..count {
             let (base, start) = (loc.groups[wi], loc.starts[wi]);
             // Where slot `k` of this group comes in the key's order.
@@ -197,31 +183,55 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                         k + group - start
                     }
             };
+            // Slot `k` of this group, holding `w` (a macro: always inlined, and the pass
+            // ends when it is the key).
+            macro_rules! visit {
+                ($k:expr, $w:expr) => {{
+                    let (k, w): (usize, u128) = ($k, $w);
+                    let fw = fp_of(w);
+                    if generation::holds(fw, fp) {
+                        return Ranked::Found;
+                    }
+                    let (idle_at, rank) = params.rank(state_of(w), &reading);
+                    if fw == 0 || idle_at <= now {
+                        note_free(&mut free[wi], &mut frees[wi], (base + k, w, at(k)));
+                    } else if rank <= lowest {
+                        let at = at(k);
+                        if rank < lowest || at < victim.2 {
+                            lowest = rank;
+                            victim = (base + k, w, at);
+                        }
+                    }
+                }};
+            }
             if group == GROUP && base % 4 == 0 {
                 // A whole group is three lines: read in slot order with no index
-                // arithmetic or bounds check per slot (the loops unroll), ties settled
-                // by the place in the key's order.
+                // arithmetic or bounds check per slot (the loops unroll), the key's
+                // order kept by the places compared.
                 for (l, line) in self.lines[base / 4..base / 4 + GROUP / 4]
                     .iter()
                     .enumerate()
                 {
                     for (s, slot) in line.0.iter().enumerate() {
-                        let k = l * 4 + s;
-                        if let Some(r) = visit(base + k, slot.load(Ordering::Acquire), &|| at(k)) {
-                            return r;
-                        }
+                        visit!(l * 4 + s, slot.load(Ordering::Acquire));
                     }
                 }
             } else {
                 for k in 0..group {
-                    let i = base + k;
-                    if let Some(r) = visit(i, self.slot(i).load(Ordering::Acquire), &|| at(k)) {
-                        return r;
-                    }
+                    visit!(k, self.slot(base + k).load(Ordering::Acquire));
                 }
             }
         }
-        Ranked::Live((victim.0, victim.1))
+        let pick = |c: (usize, u128, usize)| (c.0, c.1);
+        match free {
+            [a, b] if a.0 != usize::MAX && b.0 != usize::MAX => {
+                // The group with fewer live entries (more free ones).
+                Ranked::Claim(pick(if frees[1] > frees[0] { b } else { a }), true)
+            }
+            [a, _] if a.0 != usize::MAX => Ranked::Claim(pick(a), true),
+            [_, b] if b.0 != usize::MAX => Ranked::Claim(pick(b), true),
+            _ => Ranked::Claim(pick(victim), false),
+        }
     }
 
     /// The claim of a full pair of groups, under the key's claim lock: rescan, then
@@ -373,14 +383,23 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     }
 }
 
-/// What [`PackedTable::rank_live`] finds in a key's full groups.
+/// A free slot met by [`PackedTable::rank`]: counted in its group, and kept when it
+/// comes first in the key's order (out of line: a flood into a full table meets none).
+#[cold]
+#[inline(never)]
+fn note_free(first: &mut (usize, u128, usize), count: &mut usize, candidate: (usize, u128, usize)) {
+    *count += 1;
+    if candidate.2 < first.2 {
+        *first = candidate;
+    }
+}
+
+/// What [`PackedTable::rank`] finds in a key's full groups.
 enum Ranked {
     /// The key (inserted meanwhile).
     Found,
-    /// An empty slot or an entry idle at the reading.
-    Free,
-    /// Only live entries; the one of lowest rank, and the word it was ranked on.
-    Live((usize, u128)),
+    /// The slot to claim and the word read there: a free one (`true`), or the victim.
+    Claim((usize, u128), bool),
 }
 
 #[cfg(all(test, not(tollgate_loom)))]
