@@ -178,8 +178,8 @@ pub(crate) fn refusal(burst: u32, soonest: Option<u64>, now: u64) -> Decision {
 /// ([`ClaimLock::lock_if_unchanged`]): then no claim of the key installed anything since
 /// the ranking began, and what the ranking saw of the key (absent) still holds.
 /// Otherwise the claim waits for the lock ([`ClaimLock::lock`]) and rescans under it.
-/// Waiting claims queue on a mutex, so that only the first of them spins, and only
-/// while a claim that took the lock by its compare-and-swap installs.
+/// Claims that find the lock held queue on a mutex, so that only the first of them
+/// spins on the sequence number.
 pub(crate) struct ClaimLocks {
     locks: Box<[ClaimLock]>,
 }
@@ -219,9 +219,13 @@ impl ClaimLock {
         self.take(seen, None).ok()
     }
 
-    /// The lock, waiting for it: first in the queue of waiting claims, then for the
-    /// claim holding it (a claim holds it for one scan of a key's groups at most).
+    /// The lock, waiting for it when held: first in the queue of waiting claims, then
+    /// for the claim holding it (a claim holds it for one scan of a key's groups at
+    /// most). Free, it is one compare-and-swap.
     pub(crate) fn lock(&self) -> ClaimGuard<'_> {
+        if let Ok(guard) = self.take(self.seq.load(Ordering::Relaxed), None) {
+            return guard;
+        }
         let mut queue = Some(lock(&self.waiting));
         let mut spins = 0u32;
         loop {
