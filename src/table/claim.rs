@@ -233,14 +233,14 @@ impl ClaimLock {
                 Ok(guard) => return guard,
                 Err(back) => queue = back,
             }
-            spins += 1;
-            // Under loom, `spin_loop` yields to the model's other threads.
-            #[cfg(not(tollgate_loom))]
-            if spins > 64 {
+            spins = spins.saturating_add(1);
+            if cfg!(not(tollgate_loom)) && spins > 64 {
+                // The holder may have lost its core: give ours back. (Under loom,
+                // `spin_loop` yields to the model's other threads.)
                 std::thread::yield_now();
-                continue;
+            } else {
+                spin_loop();
             }
-            spin_loop();
         }
     }
 
