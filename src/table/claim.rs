@@ -2,7 +2,7 @@
 //! ranks a key's candidates, the refusal of a full table, and the claim locks.
 
 use crate::decision::Decision;
-use crate::sync::Mutex;
+use crate::sync::{lock, spin_loop, AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// What a [`KeyedRateLimiter`](crate::KeyedRateLimiter) does with a new key when every slot it may use holds a
 /// key whose state still says something (none is idle).
@@ -164,39 +164,146 @@ pub(crate) fn refusal(burst: u32, soonest: Option<u64>, now: u64) -> Decision {
 
 /// The locks that serialize the claims replacing an entry (idle reclaim, eviction).
 ///
-/// All replacing claims of one key take the same lock (chosen by its fingerprint), and
-/// rescan the key's groups under it: together with the fixed probe order, a key is
-/// never installed twice. Claims of different keys usually take different locks and
-/// run in parallel, even within one shard: after warm-up, when every new key replaces
-/// an idle entry, a flood of new keys is not serialized on one mutex per shard. Two
+/// All replacing claims of one key take the same lock (chosen by its fingerprint): a
+/// key is never installed twice. Claims of different keys usually take different locks
+/// and run in parallel, even within one shard: after warm-up, when every new key replaces
+/// an idle entry, a flood of new keys is not serialized on one lock per shard. Two
 /// claims of different keys that pick the same slot are settled by the slot's own
 /// compare-and-swap (packed table) or lock (locked table): the loser looks again.
+///
+/// Each lock is a sequence number (a seqlock's): even when free, odd while held, one
+/// more on every acquisition and every release, so it never repeats. A claim may read
+/// it ([`ClaimLock::seen`]), rank its candidates without the lock, and then take the
+/// lock with one compare-and-swap only if nobody took it since
+/// ([`ClaimLock::lock_if_unchanged`]): then no claim of the key installed anything since
+/// the ranking began, and what the ranking saw of the key (absent) still holds.
+/// Otherwise the claim waits for the lock ([`ClaimLock::lock`]) and rescans under it.
+/// Claims that find the lock held queue on a mutex, so that only the first of them
+/// spins on the sequence number.
 pub(crate) struct ClaimLocks {
-    locks: Box<[Mutex<()>]>,
+    locks: Box<[ClaimLock]>,
+}
+
+/// One claim lock (see [`ClaimLocks`]): 16 bytes on Linux.
+pub(crate) struct ClaimLock {
+    /// The sequence number: odd while the lock is held.
+    seq: AtomicU64,
+    /// The queue of the claims waiting for the lock.
+    waiting: Mutex<()>,
+}
+
+/// A held [`ClaimLock`]; released when dropped.
+pub(crate) struct ClaimGuard<'a> {
+    lock: &'a ClaimLock,
+    /// The (odd) sequence number the lock was taken at.
+    held: u64,
+    /// The place at the head of the queue of a claim that waited (released after the
+    /// lock: this struct's fields drop after its `drop`).
+    _queue: Option<MutexGuard<'a, ()>>,
+}
+
+impl ClaimLock {
+    /// The lock's sequence number now, for [`lock_if_unchanged`](Self::lock_if_unchanged)
+    /// (read before the loads it vouches for).
+    #[inline]
+    pub(crate) fn seen(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// The lock, taken only if nobody has held it since its sequence number read
+    /// `seen` (free then): every claim that held it before released it before that
+    /// read, so whatever it installed is visible to loads made after the read. `None`
+    /// when it was held or has been taken since.
+    #[inline]
+    pub(crate) fn lock_if_unchanged(&self, seen: u64) -> Option<ClaimGuard<'_>> {
+        self.take(seen, None).ok()
+    }
+
+    /// The lock, waiting for it when held: first in the queue of waiting claims, then
+    /// for the claim holding it (a claim holds it for one scan of a key's groups at
+    /// most). Free, it is one compare-and-swap.
+    pub(crate) fn lock(&self) -> ClaimGuard<'_> {
+        if let Ok(guard) = self.take(self.seq.load(Ordering::Relaxed), None) {
+            return guard;
+        }
+        let mut queue = Some(lock(&self.waiting));
+        let mut spins = 0u32;
+        loop {
+            match self.take(self.seq.load(Ordering::Relaxed), queue.take()) {
+                Ok(guard) => return guard,
+                Err(back) => queue = back,
+            }
+            spins = spins.saturating_add(1);
+            if cfg!(not(tollgate_loom)) && spins > 64 {
+                // The holder may have lost its core: give ours back. (Under loom,
+                // `spin_loop` yields to the model's other threads.)
+                std::thread::yield_now();
+            } else {
+                spin_loop();
+            }
+        }
+    }
+
+    /// The lock at sequence number `seen`, if free there and unchanged; `queue` is
+    /// handed back when it is not taken.
+    #[inline]
+    fn take<'a>(
+        &'a self,
+        seen: u64,
+        queue: Option<MutexGuard<'a, ()>>,
+    ) -> Result<ClaimGuard<'a>, Option<MutexGuard<'a, ()>>> {
+        if seen & 1 != 0 {
+            return Err(queue);
+        }
+        match self
+            .seq
+            .compare_exchange(seen, seen + 1, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(ClaimGuard {
+                lock: self,
+                held: seen + 1,
+                _queue: queue,
+            }),
+            Err(_) => Err(queue),
+        }
+    }
+}
+
+impl Drop for ClaimGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Only the holder writes the sequence number: a plain store releases it.
+        self.lock.seq.store(self.held + 1, Ordering::Release);
+    }
 }
 
 impl ClaimLocks {
-    /// One lock per 64 slots (about 0.1 byte per slot), a power of two from 1 to 4,096.
+    /// One lock per 128 slots (0.125 byte per slot), a power of two from 1 to 2,048.
     fn count(slots: usize) -> usize {
-        (slots / 64).clamp(1, 4096).next_power_of_two().min(4096)
+        ((slots / 64).clamp(1, 4096).next_power_of_two().min(4096) / 2).max(1)
     }
 
     /// The locks for a table of `slots` slots.
     pub(crate) fn new(slots: usize) -> Self {
         ClaimLocks {
-            locks: (0..Self::count(slots)).map(|_| Mutex::new(())).collect(),
+            locks: (0..Self::count(slots))
+                .map(|_| ClaimLock {
+                    seq: AtomicU64::new(0),
+                    waiting: Mutex::new(()),
+                })
+                .collect(),
         }
     }
 
     /// Bytes of the locks of a table of `slots` slots.
     pub(crate) fn bytes(slots: usize) -> usize {
-        Self::count(slots) * std::mem::size_of::<Mutex<()>>()
+        Self::count(slots) * std::mem::size_of::<ClaimLock>()
     }
 
     /// The lock of the key with fingerprint `fp`: its bits mixed, so that keys sharing
     /// a shard or a group spread over the locks.
     #[inline]
-    pub(crate) fn of(&self, fp: u64) -> &Mutex<()> {
+    pub(crate) fn of(&self, fp: u64) -> &ClaimLock {
         let mixed = fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
         &self.locks[mixed as usize & (self.locks.len() - 1)]
     }

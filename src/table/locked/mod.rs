@@ -334,7 +334,7 @@ impl<E: SlotEntry> LockedTable<E> {
         now: u64,
         name: E::Name,
     ) -> (Claim<'_, E>, u64) {
-        let _claim = lock(self.claims.of(fp));
+        let _claim = self.claims.of(fp).lock();
         // Every replacing claim stamps before it installs: this reading is no older
         // than any reclaim of this key's old slot.
         let now = self.floor_shard(loc.shard).floor(now);

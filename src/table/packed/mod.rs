@@ -35,7 +35,10 @@
 //!   ties by idle stamp), so no step runs under the lock and a throttled key is never
 //!   evicted while an entry that has used less can go. The eviction's compare-and-swap
 //!   fails if the victim's state changed since it was ranked (the request starts
-//!   over).
+//!   over). Under `Evict`, a key whose candidates are all live is ranked before the
+//!   lock is taken, and the lock taken only if nobody took it since the ranking began
+//!   (then no claim of the key installed it meanwhile); otherwise the claim rescans
+//!   under the lock (see `PackedTable::claim_evict`).
 //!
 //! * **a request in flight across a reclaim**: a request reads the clock once, before
 //!   its lookup. If, meanwhile, another thread with a later reading found the key idle
