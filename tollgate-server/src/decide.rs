@@ -146,9 +146,7 @@ async fn look(l: &Limiter, key: &str, n: u64) -> Outcome {
         Limiter::Exact(r) if n == 0 => Box::pin(r.peek_n(key, 0))
             .await
             .map_or(Outcome::Unknown, Outcome::Decided),
-        Limiter::Hybrid(h) if n == 0 => {
-            h.peek_n(key, 0).map_or(Outcome::Unknown, Outcome::Decided)
-        }
+        Limiter::Hybrid(h) if n == 0 => h.peek_n(key, 0).map_or(Outcome::Unknown, Outcome::Decided),
         Limiter::Exact(_) | Limiter::Hybrid(_) => Outcome::Unknown,
     }
 }
