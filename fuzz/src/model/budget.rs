@@ -128,6 +128,18 @@ impl Budget {
         self.wt = p.t();
     }
 
+    /// A `RateLimiter`'s `set_quota` from `from` to `to` at `t`: the debt converted as
+    /// [`convert`](Self::convert) does, and a new generation whenever the interval
+    /// changes, owing or not. README: "nor after a bucket's conversion to another rate
+    /// (for a `RateLimiter`, any `set_quota` that changes its bucket's interval, whether
+    /// or not it owed anything then, even once a later one restores the rate)".
+    pub fn set_quota(&mut self, t: u128, from: &Params, to: &Params) {
+        self.convert(t, to);
+        if self.algo.is_bucket() && from.t() != to.t() {
+            self.epoch = new_epoch();
+        }
+    }
+
     /// The decision a request of `n <= cap` gets at `t`.
     pub fn decide(&self, t: u128, n: u32, p: &Params) -> Expect {
         if self.algo.is_bucket() {
