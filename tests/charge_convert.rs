@@ -1,13 +1,14 @@
-//! Issue 30, found by the `budget` fuzz target
-//! (fuzz/regressions/budget/bucket-charge-given-back-after-set-quota-round-trip): a
-//! bucket's `Charge::give_back` after `set_quota` converted the bucket to another rate
-//! and back while it owed nothing. README (Token budgets): never "after a bucket's
-//! conversion to another rate (for a `RateLimiter`, any `set_quota` that changes its
-//! bucket's interval, whether or not it owed anything then, even once a later one
-//! restores the rate)".
+//! Issue 30, found by the `budget` fuzz target (fuzz/regressions/budget/
+//! bucket-charge-given-back-after-set-quota-round-trip and -after-tier-round-trip): a
+//! bucket's `Charge::give_back` after its state was converted to another rate and back
+//! while it owed nothing. README (Token budgets): never "after a bucket's conversion to
+//! another rate (a `RateLimiter`'s `set_quota` that changes its interval; a keyed
+//! table's request that writes a key's state at another rate than it was written at: a
+//! tier's, or after `set_quota`), whether or not it owed anything then, and even once
+//! converted back".
 
 use std::time::Duration;
-use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, Quota, RateLimiter};
 
 /// 4 per ms, burst 8: `T` = 250 µs.
 fn budget(a: Algorithm) -> (RateLimiter<ManualClock>, ManualClock) {
@@ -97,4 +98,40 @@ fn only_a_set_quota_that_changes_the_interval_ends_a_charges_give_backs() {
             assert_eq!(after, before, "{other:?}");
         }
     }
+}
+
+/// The keyed finding: tier 0 is 4 per ms (`T` 250 µs), tier 1 2 per ms (`T` 500 µs),
+/// both burst 4. `early` is charged at tier 1 (8 taken, `TAT` 4 ms) and a stateless
+/// give-back empties the key; with `other_tier`, a tier-0 request then writes the key
+/// at tier 0's rate (owing nothing) before a tier-1 charge of 3 at 1.265 ms writes it
+/// back at tier 1's. Returns what a tier-0 peek has left after `early` gives back 1.
+fn left_after_early_give_back(other_tier: bool) -> u32 {
+    let clock = ManualClock::new();
+    let per_ms = |n| Quota::new(n, Duration::from_millis(1)).with_burst(4);
+    let l = KeyedRateLimiter::<u64, _>::builder(Algorithm::TokenBucket, per_ms(4))
+        .tiers([per_ms(2)])
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let (fast, slow) = (l.tier(0).unwrap(), l.tier(1).unwrap());
+    let mut early = slow.charge(&7, 12);
+    assert_eq!((early.taken(), early.owed()), (8, 4));
+    assert_eq!(slow.give_back(&7, 12), 8);
+    if other_tier {
+        assert!(fast.check_n(&7, 4).unwrap().is_allowed());
+    }
+    clock.advance(Duration::from_micros(1_265));
+    let later = slow.charge_owing(&7, 3, 5);
+    assert_eq!((later.taken(), later.owed()), (3, 0));
+    early.give_back(1);
+    fast.peek(&7).remaining()
+}
+
+/// After the tier round trip `early` gives nothing back: the later charge's 1.5 ms
+/// at tier 1 are 3 of tier 0's requests, so a peek leaves 0. Without it, `early`
+/// gives back one of its requests (500 µs, which its record says it still holds): 1.
+#[test]
+fn a_keyed_charge_gives_nothing_back_after_another_tier_wrote_the_key_and_back() {
+    assert_eq!(left_after_early_give_back(true), 0);
+    assert_eq!(left_after_early_give_back(false), 1);
 }

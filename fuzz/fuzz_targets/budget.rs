@@ -336,7 +336,7 @@ impl<'l> Run<'l> {
             format_args!("set_quota({np:?}) gave {got:?}"),
             &self.trace,
         );
-        self.m[0].set_quota(t, &self.tiers[0], &np);
+        self.m[0].convert(t, &np);
         self.tiers[0] = np;
         self.verify(0, check::SET_QUOTA_BUCKET);
     }

@@ -115,29 +115,19 @@ impl Budget {
     }
 
     /// README: "a bucket's debt at the change `c` is converted into the new quota's
-    /// requests ... rounded up"; a converted debt starts a new generation ("nor after a
-    /// bucket's conversion to another rate").
+    /// requests ... rounded up"; a state written at another rate starts a new
+    /// generation, owing or not ("nor after a bucket's conversion to another rate (...
+    /// whether or not it owed anything then, and even once converted back)": a
+    /// `RateLimiter`'s `set_quota`, a keyed request under a tier of another rate).
     pub fn convert(&mut self, t: u128, p: &Params) {
         if !self.algo.is_bucket() || self.wt == p.t() {
             return;
         }
-        if self.wt != 0 && self.tat > t {
+        if self.wt != 0 {
             self.tat = self.effective(t, p);
             self.epoch = new_epoch();
         }
         self.wt = p.t();
-    }
-
-    /// A `RateLimiter`'s `set_quota` from `from` to `to` at `t`: the debt converted as
-    /// [`convert`](Self::convert) does, and a new generation whenever the interval
-    /// changes, owing or not. README: "nor after a bucket's conversion to another rate
-    /// (for a `RateLimiter`, any `set_quota` that changes its bucket's interval, whether
-    /// or not it owed anything then, even once a later one restores the rate)".
-    pub fn set_quota(&mut self, t: u128, from: &Params, to: &Params) {
-        self.convert(t, to);
-        if self.algo.is_bucket() && from.t() != to.t() {
-            self.epoch = new_epoch();
-        }
     }
 
     /// The decision a request of `n <= cap` gets at `t`.
