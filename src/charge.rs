@@ -22,7 +22,7 @@ use std::fmt;
 ///
 /// [`give_back`](Self::give_back) returns part or all of what it took, to the state it
 /// was taken from only (never after a reset, a removal, an eviction, or, for a bucket,
-/// while its state is converted to another rate). Dropping a `Charge` keeps it.
+/// a conversion of its state to another rate). Dropping a `Charge` keeps it.
 ///
 /// # Example
 ///
@@ -229,7 +229,10 @@ impl<'a> Charge<'a> {
     /// Gives `n` of what the charge took back (at most what it took, less what was
     /// given back before; a log's part past its ring first, which frees nothing), to the
     /// state it was taken from only: nothing after a `reset`, `remove`, reclaim or
-    /// eviction of the key, nor while a bucket's state is converted to another rate. A
+    /// eviction of the key, nor after a bucket's conversion to another rate (a
+    /// [`RateLimiter`]'s `set_quota` that changes its interval; a keyed table's request
+    /// that writes the key's state at another rate: a tier's, or after `set_quota`),
+    /// whether or not it owed anything then, and even once converted back. A
     /// window gives back only while the state is still in the charged window (the
     /// sliding window: until something is counted in a later one); a bucket only what
     /// of the charge it still owes (time pays debts off); a log exactly while the charge

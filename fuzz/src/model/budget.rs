@@ -115,13 +115,15 @@ impl Budget {
     }
 
     /// README: "a bucket's debt at the change `c` is converted into the new quota's
-    /// requests ... rounded up"; a converted debt starts a new generation ("nor after a
-    /// bucket's conversion to another rate").
+    /// requests ... rounded up"; a state written at another rate starts a new
+    /// generation, owing or not ("nor after a bucket's conversion to another rate (...
+    /// whether or not it owed anything then, and even once converted back)": a
+    /// `RateLimiter`'s `set_quota`, a keyed request under a tier of another rate).
     pub fn convert(&mut self, t: u128, p: &Params) {
         if !self.algo.is_bucket() || self.wt == p.t() {
             return;
         }
-        if self.wt != 0 && self.tat > t {
+        if self.wt != 0 {
             self.tat = self.effective(t, p);
             self.epoch = new_epoch();
         }
