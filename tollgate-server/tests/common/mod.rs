@@ -20,14 +20,6 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
-fn wait_port(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} never listened on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A temporary directory, removed on drop.
 pub struct TempDir(pub PathBuf);
 
@@ -72,7 +64,22 @@ impl Server {
     /// Starts the binary with `env` added to its environment; `--config`, `--grpc` and
     /// `--http` are given only with `config` (else the variables must say them, and
     /// GRPC_PORT and PORT are then the ports waited for).
+    ///
+    /// A free port is free only when asked: another process (a test running beside, a
+    /// client's own ephemeral port) may take it before the server binds it. With
+    /// `config`, a server that exits on "Address already in use" is started again on
+    /// new ports (at most five times).
     pub fn spawn(config: Option<&Path>, extra: &[&str], env: &[(&str, String)]) -> Server {
+        for _ in 0..4 {
+            if let Some(server) = Server::try_spawn(config, extra, env) {
+                return server;
+            }
+        }
+        Server::try_spawn(config, extra, env).expect("tollgate-server bound its ports")
+    }
+
+    /// One start; `None` when the server exited because a port it was given was taken.
+    fn try_spawn(config: Option<&Path>, extra: &[&str], env: &[(&str, String)]) -> Option<Server> {
         let var = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
         let (grpc, http) = match config {
             Some(_) => (free_port(), free_port()),
@@ -97,7 +104,7 @@ impl Server {
                 .args(["--http", &format!("127.0.0.1:{http}")])
                 .args(["--log-format", "text"]);
         }
-        let child = cmd
+        let mut child = cmd
             .args(if extra.contains(&"--watch-interval-ms") {
                 &[][..]
             } else {
@@ -109,14 +116,30 @@ impl Server {
             .stderr(out)
             .spawn()
             .expect("spawn tollgate-server");
-        wait_port(http, "tollgate-server");
-        wait_port(grpc, "tollgate-server");
-        Server {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for port in [http, grpc] {
+            while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    let text = std::fs::read_to_string(&log).unwrap_or_default();
+                    assert!(
+                        config.is_some() && text.contains("Address already in use"),
+                        "tollgate-server exited before listening on {port}: {text}"
+                    );
+                    return None;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "tollgate-server never listened on {port}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Some(Server {
             grpc,
             http,
             log,
             child,
-        }
+        })
     }
 
     pub fn log_text(&self) -> String {
@@ -204,18 +227,35 @@ pub struct Redis {
 }
 
 impl Redis {
+    /// Starts one; a redis-server that exits before listening (its free port was taken
+    /// meanwhile, as `Server::spawn` says) is started again on another (five tries).
     pub fn start() -> Redis {
-        let port = free_port();
         let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        let child = Command::new(bin)
-            .args(["--port", &port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server not found: install it (apt-get install redis-server)");
-        wait_port(port, "redis-server");
-        Redis { port, child }
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new(&bin)
+                .args(["--port", &port.to_string()])
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server not found: install it (apt-get install redis-server)");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Redis { port, child };
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "redis-server never listened on {port}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        panic!("redis-server exited before listening, five times");
     }
 
     pub fn url(&self) -> String {
