@@ -1,7 +1,7 @@
 //! The keyed table decides alike with and without its inline 16-byte atomics.
 //!
 //! On x86-64 CPUs with `cmpxchg16b` and AVX the table's hit path uses inline assembly
-//! (`src/machine.rs`); elsewhere every decision takes the slow path through
+//! (`src/machine/`); elsewhere every decision takes the slow path through
 //! portable-atomic. Which one runs is chosen once per process, so this test runs the
 //! same deterministic workload (every verb, every algorithm, a full table under each
 //! `OnFull`) in three child processes of its own binary, under `TOLLGATE_ATOMICS` unset,

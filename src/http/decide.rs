@@ -9,7 +9,8 @@ use http::StatusCode;
 
 use super::backend::{Acquire, BackendError, Undo};
 use super::budget::{Admitted, BoundBudget};
-use super::policy::{BudgetSide, MissingKey, Policy};
+use super::budget_policy::BudgetSide;
+use super::policy::{MissingKey, Policy};
 use crate::sync::{OnceLock, StdArc as Arc};
 use crate::Decision;
 

@@ -81,6 +81,7 @@ mod backend;
 mod body;
 mod budget;
 mod budget_backend;
+mod budget_policy;
 mod client_ip;
 mod decide;
 #[cfg(feature = "grpc")]
