@@ -151,6 +151,13 @@ impl HybridRateLimiter {
         key: &K,
         n: u32,
     ) -> Result<Decision, InsufficientCapacity> {
+        self.fits(n)?;
+        let mut buf = [0; KEY_BUF];
+        Ok(self.inner.decide(key.key_bytes(&mut buf), n))
+    }
+
+    /// `Err` when a cost of `n` exceeds the limit and so can never fit.
+    pub(super) fn fits(&self, n: u32) -> Result<(), InsufficientCapacity> {
         let capacity = self.inner.plan.load().limit();
         if n > capacity {
             return Err(InsufficientCapacity {
@@ -158,8 +165,7 @@ impl HybridRateLimiter {
                 capacity,
             });
         }
-        let mut buf = [0; KEY_BUF];
-        Ok(self.inner.decide(key.key_bytes(&mut buf), n))
+        Ok(())
     }
 
     /// Charges `n` to `key` whatever is left, never denied, locally (no await): for a

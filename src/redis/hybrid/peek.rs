@@ -54,13 +54,7 @@ impl HybridRateLimiter {
         key: &K,
         n: u32,
     ) -> Result<Decision, InsufficientCapacity> {
-        let capacity = self.inner.plan.load().limit();
-        if n > capacity {
-            return Err(InsufficientCapacity {
-                requested: n,
-                capacity,
-            });
-        }
+        self.fits(n)?;
         let mut buf = [0; KEY_BUF];
         Ok(self.inner.peek(key.key_bytes(&mut buf), n))
     }
