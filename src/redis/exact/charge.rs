@@ -392,25 +392,10 @@ impl Inner {
     /// cannot be used (as [`RedisRateLimiter::check_n`] falls back).
     async fn account(&self, key: &[u8], n: u32, mode: Mode) -> Result<Accounted<'_>, Error> {
         let active = self.active.load();
-        let has_fallback = !matches!(self.fallback, FallbackState::Error);
-        if has_fallback && self.is_down() {
-            return Ok(self.account_locally(&active));
-        }
-        match self.eval_account(&active, key, n, mode).await {
-            Ok(r) => {
-                self.decisions.fetch_add(1, Ordering::Relaxed);
-                Ok(r)
-            }
-            Err(e) if !e.is_redis_unavailable() => Err(e),
-            Err(e) => {
-                self.errors.fetch_add(1, Ordering::Relaxed);
-                if !has_fallback {
-                    return Err(e);
-                }
-                self.mark_down();
-                Ok(self.account_locally(&active))
-            }
-        }
+        self.under_policy(self.eval_account(&active, key, n, mode), || {
+            self.account_locally(&active)
+        })
+        .await
     }
 
     fn account_locally(&self, active: &Active) -> Accounted<'_> {

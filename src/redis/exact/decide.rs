@@ -22,6 +22,37 @@ impl Inner {
         self.down_until.fetch_max(until, Ordering::Relaxed);
     }
 
+    /// A Redis call under the failure policy: `local()` while Redis is marked down and
+    /// a fallback is set; otherwise `eval`, counted as a decision; when it finds Redis
+    /// unavailable, counted as an error, then Redis is marked down and `local()`
+    /// answers, or, with no fallback, the error is returned. Other errors are returned
+    /// as they are.
+    pub(super) async fn under_policy<T>(
+        &self,
+        eval: impl std::future::Future<Output = Result<T, Error>>,
+        local: impl FnOnce() -> T,
+    ) -> Result<T, Error> {
+        let has_fallback = !matches!(self.fallback, FallbackState::Error);
+        if has_fallback && self.is_down() {
+            return Ok(local());
+        }
+        match eval.await {
+            Ok(r) => {
+                self.decisions.fetch_add(1, Ordering::Relaxed);
+                Ok(r)
+            }
+            Err(e) if !e.is_redis_unavailable() => Err(e),
+            Err(e) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                if !has_fallback {
+                    return Err(e);
+                }
+                self.mark_down();
+                Ok(local())
+            }
+        }
+    }
+
     /// The time the script decides at (ARGV): the caller's clock in µs, or -1 for
     /// Redis `TIME`.
     pub(super) fn now_us(&self) -> Result<i64, Error> {
@@ -53,25 +84,10 @@ impl Inner {
                 capacity,
             }));
         }
-        let has_fallback = !matches!(self.fallback, FallbackState::Error);
-        if has_fallback && self.is_down() {
-            return Ok(self.fall_back(&active, key, n, peek));
-        }
-        match self.eval(&active, key, n, peek).await {
-            Ok(d) => {
-                self.decisions.fetch_add(1, Ordering::Relaxed);
-                Ok(d)
-            }
-            Err(e) if !e.is_redis_unavailable() => Err(e),
-            Err(e) => {
-                self.errors.fetch_add(1, Ordering::Relaxed);
-                if !has_fallback {
-                    return Err(e);
-                }
-                self.mark_down();
-                Ok(self.fall_back(&active, key, n, peek))
-            }
-        }
+        self.under_policy(self.eval(&active, key, n, peek), || {
+            self.fall_back(&active, key, n, peek)
+        })
+        .await
     }
 
     /// One call of the decision script: ARGV[7] is 1 for a peek, which writes nothing.
