@@ -72,6 +72,9 @@ pub(crate) use std::sync::OnceLock;
 /// Huge-page advice for a large table's slots (`machine::advise_huge_pages`).
 #[cfg(not(tollgate_loom))]
 pub(crate) use crate::machine::advise_huge_pages;
+/// A hint to start loading a slot's cache line (`machine::prefetch`).
+#[cfg(not(tollgate_loom))]
+pub(crate) use crate::machine::prefetch;
 /// A 128-bit atomic word: the keyed table's slot (fingerprint and state together).
 ///
 /// `machine::AtomicU128`: inline `vmovdqa` / `lock cmpxchg16b` on x86-64 CPUs that have
@@ -83,6 +86,11 @@ pub(crate) use crate::machine::AtomicU128;
 /// and the proof it may.
 #[cfg(not(tollgate_loom))]
 pub(crate) use crate::machine::{fast_path, Fast};
+
+/// Loom models' words are not plain memory: no hint.
+#[cfg(tollgate_loom)]
+#[inline(always)]
+pub(crate) fn prefetch<T>(_r: &T) {}
 
 /// Loom models' tables are tiny, and their words are not plain memory: no advice.
 #[cfg(tollgate_loom)]

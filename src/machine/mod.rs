@@ -253,6 +253,28 @@ pub(crate) const HUGE_PAGE_BYTES: usize = 4 << 20;
 /// The huge page size the advice aims at (x86-64's and aarch64's usual 2 MiB).
 const HUGE_PAGE: usize = 2 << 20;
 
+/// Asks the CPU to start loading the cache line that holds `r` (into every cache
+/// level), without waiting for it: a later load of it then overlaps the memory's
+/// latency with the work in between. A hint only: it changes no value and never faults,
+/// whatever the address. A no-op on targets other than x86-64.
+///
+/// The keyed table's lookup asks for the second group's slot while it reads the first
+/// group's (see `PackedTable::scan_with`).
+#[inline(always)]
+pub(crate) fn prefetch<T>(r: &T) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: `prefetcht0` reads nothing into the program and writes nothing; it
+    // never faults (an invalid or unmapped address is ignored), and `r` is a valid
+    // reference anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (r as *const T).cast(),
+        );
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = r;
+}
+
 /// Asks the OS to back the whole 2 MiB pages inside `spare` (a vector's reserved,
 /// not yet written capacity) with transparent huge pages, before the table's first
 /// write touches them: a lookup in a table of tens of megabytes then costs one TLB entry

@@ -67,7 +67,7 @@ use super::geometry::{Geometry, Location, MAX_KEYS};
 use super::tiers::Tiers;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
-use crate::sync::{advise_huge_pages, AtomicU128, Ordering};
+use crate::sync::{advise_huge_pages, prefetch, AtomicU128, Ordering};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 use rates::Rates;
@@ -153,12 +153,9 @@ impl Scan {
 struct Line([AtomicU128; 4]);
 
 /// Tables of more slot bytes than this (4 MiB, more than a core's share of the caches
-/// here) probe both candidate groups in pairs all the way: there a lookup's loads are
-/// cache misses, and overlapping them hides one. Smaller tables are read one slot at a
-/// time in the key's order (a slot the scan does not reach is then not loaded for
-/// nothing; every 16-byte load is a call through portable-atomic's run-time dispatch
-/// unless the build enables the instructions).
-const PAIRED_BYTES: usize = 4 << 20;
+/// here) are *large*: a lookup's loads there are cache misses, and it asks for the
+/// second group's line before it reads the first's (see `scan_with`).
+const LARGE_BYTES: usize = 4 << 20;
 
 /// The fast path's report that the key's slot went to another key (see
 /// `PackedTable::decide_found`).
@@ -174,9 +171,9 @@ pub(crate) struct PackedTable<A: PackedAlgorithm> {
     claims: ClaimLocks,
     counts: Stripes,
     geo: Geometry,
-    /// Whether lookups load both groups' slots in pairs (tables larger than
-    /// [`PAIRED_BYTES`]) rather than one at a time.
-    paired: bool,
+    /// Whether lookups prefetch the second group's slot (tables larger than
+    /// [`LARGE_BYTES`]).
+    large: bool,
     /// Each tier's parameters.
     params: Tiers<A>,
     on_full: OnFull,
@@ -224,7 +221,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             shards: new_shards(geo.shards()),
             claims: ClaimLocks::new(geo.slots()),
             counts: Stripes::new(stats),
-            paired: n * std::mem::size_of::<Line>() > PAIRED_BYTES,
+            large: n * std::mem::size_of::<Line>() > LARGE_BYTES,
             huge_pages,
             geo,
             rates,
@@ -346,18 +343,29 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 }
                 ja = if ja + 1 == group { 0 } else { ja + 1 };
             }
-        } else if self.paired {
-            // A table larger than the caches: pairs all the way, so that the two
-            // cache misses of each pair overlap instead of following each other.
+        } else {
+            // Pairs all the way: the slots of both groups at each step are loaded
+            // together and the match picked without a branch on which of the two
+            // holds it. For a random stream over the keys of a table the caches hold,
+            // that branch (and the one on whether the first slot is the key's) went
+            // either way at random, a mispredicted jump on about half the decisions:
+            // at 1,000 keys 20.5 -> 17.4 ns per hit, for 14 more instructions and
+            // +1.1 ns on a hot key (the second load), against one slot at a time.
+            // In a table larger than the caches the two loads are cache misses, and
+            // the second group's is asked for first (`prefetch`) so that it overlaps
+            // the first even when the branch below goes the unusual way.
+            if self.large {
+                prefetch(self.slot(b + jb));
+            }
             for _ in 0..group {
                 let (ia, ib) = (a + ja, b + jb);
                 let wa = load(self.slot(ia));
                 // An empty slot of the first group ends the scan before the second
                 // group's slot is read: it comes first in the key's order. A table
-                // filling up (a random stream of new keys) then pays one cache miss per
-                // key instead of two (first fill of 1,000,000 keys: 174 -> 113 ns per
-                // decision); on a table of present keys the branch is never taken and
-                // the second load still issues alongside the first.
+                // filling up (a random stream of new keys) then waits for one cache
+                // miss per key instead of two (first fill of 1,000,000 keys: 174 ->
+                // 113 ns per decision); on a table of present keys the branch is never
+                // taken and the second load still issues alongside the first.
                 if fp_of(wa) == 0 {
                     return Scan::Absent {
                         first_empty: Some(ia),
@@ -366,23 +374,6 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 let wb = load(self.slot(ib));
                 if let Some(done) = pair((ia, wa), (ib, wb)) {
                     return done;
-                }
-                ja = if ja + 1 == group { 0 } else { ja + 1 };
-                jb = if jb + 1 == group { 0 } else { jb + 1 };
-            }
-        } else {
-            // A table the caches hold: one slot at a time in the key's order, so a key
-            // in its first group's first slot (a hot key, and most keys) pays one
-            // 16-byte load, and an empty slot ends the scan before the next load
-            // (280 -> 244 instructions per hit on a hot key, 291 -> 268 at 1,000 keys,
-            // against loading each pair together).
-            for _ in 0..group {
-                let (ia, ib) = (a + ja, b + jb);
-                if let Some(found) = check(ia, load(self.slot(ia))) {
-                    return found;
-                }
-                if let Some(found) = check(ib, load(self.slot(ib))) {
-                    return found;
                 }
                 ja = if ja + 1 == group { 0 } else { ja + 1 };
                 jb = if jb + 1 == group { 0 } else { jb + 1 };

@@ -69,37 +69,39 @@ fn an_insert_into_an_empty_slot_never_decides_before_a_reclaim() {
     assert_eq!(admitted, 4);
 }
 
-/// A table larger than the caches, scanned in pairs with the first group's empty
-/// slot ending the scan: every key of a random stream filling it to `max_keys` is
-/// installed once and found again (its second request, at a quota of one per
-/// hour, is denied; a key installed twice would be admitted afresh).
+/// Tables scanned in pairs with the first group's empty slot ending the scan, one
+/// larger than the caches (whose scans prefetch) and one they hold: every key of a
+/// random stream filling each to `max_keys` is installed once and found again (its
+/// second request, at a quota of one per hour, is denied; a key installed twice would
+/// be admitted afresh).
 #[test]
-fn a_paired_table_finds_every_key_it_installed_once() {
-    const KEYS: usize = 200_000;
-    let geo = Geometry::new(KEYS, None).unwrap();
-    let p = token_bucket(Quota::per_hour(1));
-    let table = PackedTable::new(geo, vec![p], OnFull::Deny, true).unwrap();
-    assert!(table.paired);
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let keys: Vec<u64> = (0..KEYS)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        })
-        .collect();
-    let decide = |h: u64| {
-        table
-            .decide(h, 0, || SECOND, 1, p)
-            .is_some_and(|d| d.is_allowed())
-    };
-    let refused = keys.iter().filter(|&&h| !decide(h)).count();
-    // Two-choice placement refuses a few keys in 10,000 at exactly `max_keys`.
-    assert!(refused < KEYS / 1000, "{refused} refused");
-    let admitted_again = keys.iter().filter(|&&h| decide(h)).count();
-    assert_eq!(admitted_again, 0);
-    assert_eq!(table.occupancy(SECOND).0, (KEYS - refused) as u64);
+fn a_table_scanned_in_pairs_finds_every_key_it_installed_once() {
+    for (keys, large) in [(200_000, true), (2_000, false)] {
+        let geo = Geometry::new(keys, None).unwrap();
+        let p = token_bucket(Quota::per_hour(1));
+        let table = PackedTable::new(geo, vec![p], OnFull::Deny, true).unwrap();
+        assert_eq!(table.large, large);
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let stream: Vec<u64> = (0..keys)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed
+            })
+            .collect();
+        let decide = |h: u64| {
+            table
+                .decide(h, 0, || SECOND, 1, p)
+                .is_some_and(|d| d.is_allowed())
+        };
+        let refused = stream.iter().filter(|&&h| !decide(h)).count();
+        // Two-choice placement refuses a few keys in 10,000 at exactly `max_keys`.
+        assert!(refused <= keys / 1000, "{refused} of {keys} refused");
+        let admitted_again = stream.iter().filter(|&&h| decide(h)).count();
+        assert_eq!(admitted_again, 0, "{keys} keys");
+        assert_eq!(table.occupancy(SECOND).0, (keys - refused) as u64);
+    }
 }
 
 /// The rate registry's retirement protocol (`rates`): a class is not converted and
