@@ -1,10 +1,11 @@
-//! Per-shard counters (the reclaim stamp, the epoch, the eviction counts) and the
-//! per-thread stripes of the two counters every decision bumps.
+//! Per-shard words (the reclaim stamp, the epoch) and the per-thread stripes of the
+//! counters: the two every decision bumps, and the table's events (evictions, idle
+//! reclaims, keys admitted untracked or refused).
 
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 
-/// Per-shard counters and the reclaim stamp, on their own cache lines.
+/// Per-shard words, on their own cache lines: the reclaim stamp and the epoch.
 #[derive(Debug, Default)]
 pub(crate) struct Shard {
     /// The newest clock reading at which an entry of this shard was reclaimed or
@@ -20,10 +21,6 @@ pub(crate) struct Shard {
     /// (see `reservation::Origin`), so that a booking is given back only to the state
     /// it was made on.
     pub(crate) epoch: AtomicU64,
-    pub(crate) evictions: AtomicU64,
-    pub(crate) idle_reclaims: AtomicU64,
-    pub(crate) untracked: AtomicU64,
-    pub(crate) refused: AtomicU64,
 }
 
 /// The counters summed over every shard.
@@ -62,20 +59,32 @@ impl Shard {
     pub(crate) fn floor(&self, now: u64) -> u64 {
         now.max(self.reclaimed_at.load(Ordering::Acquire))
     }
-
-    #[inline]
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
-/// Stripes of the two counters every decision bumps (`allowed`, `rejected`).
+/// A table event, counted in the stripes beside the decisions (see [`Stripes::event`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// A live entry forgotten to make room (`OnFull::Evict`).
+    Eviction = 0,
+    /// An idle entry's slot given to a new key.
+    IdleReclaim = 1,
+    /// A new key admitted without an entry (`OnFull::Allow`).
+    Untracked = 2,
+    /// A new key refused for want of room (`OnFull::Deny`).
+    Refused = 3,
+}
+
+/// Stripes of the two counters every decision bumps (`allowed`, `rejected`), and of
+/// the table's [`Event`]s.
 ///
 /// Each of the first [`STRIPES`] threads to count (an id is taken on a thread's first
 /// decision and given back when it exits) owns one stripe and is its only writer, so it
 /// bumps its counters with a plain load and store: no locked instruction, which on x86
 /// would wait for the slot's compare-and-swap to drain and cost more than the rest of
 /// the decision. Threads beyond that share one overflow stripe with `fetch_add`.
+/// The events were per-shard counters bumped with `fetch_add`: one locked instruction
+/// per new key of a flood into a full table, under every `OnFull` policy (a `Deny`
+/// flood's only one).
 #[derive(Debug)]
 pub(crate) struct Stripes {
     /// `STRIPES` owned stripes, then the shared overflow stripe.
@@ -85,11 +94,13 @@ pub(crate) struct Stripes {
     on: bool,
 }
 
-/// One thread's pair of hot counters.
+/// One thread's counters.
 #[derive(Debug, Default)]
 struct Stripe {
     allowed: AtomicU64,
     rejected: AtomicU64,
+    /// Indexed by [`Event`].
+    events: [AtomicU64; 4],
 }
 
 /// Owned counter stripes per table; threads past this many share the overflow stripe.
@@ -186,23 +197,32 @@ impl Stripes {
         if cost == 0 || !self.on {
             return;
         }
+        let allowed = d.is_allowed();
+        self.bump(|s| if allowed { &s.allowed } else { &s.rejected });
+    }
+
+    /// Counts one table event: always, whatever `stats` says (the builder's switch is
+    /// for the per-decision counters; events are rare but under a flood).
+    #[inline]
+    pub(crate) fn event(&self, e: Event) {
+        self.bump(|s| &s.events[e as usize]);
+    }
+
+    /// Adds one to the counter `which` picks in this thread's stripe.
+    #[inline(always)]
+    fn bump(&self, which: impl Fn(&Stripe) -> &AtomicU64) {
         #[cfg(not(tollgate_loom))]
         let id = thread_id::current();
         // Under loom every model thread shares the overflow stripe.
         #[cfg(tollgate_loom)]
         let id = STRIPES;
-        let s = &self.stripes[id];
-        let counter = if d.is_allowed() {
-            &s.allowed
-        } else {
-            &s.rejected
-        };
+        let counter = which(&self.stripes[id]);
         if id < STRIPES {
             // This thread is the stripe's only writer (see `thread_id`): a plain
             // increment loses nothing.
             counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         } else {
-            Shard::bump(counter);
+            counter.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -219,18 +239,17 @@ pub(crate) fn new_shards(n: usize) -> Box<[CachePadded<Shard>]> {
     (0..n).map(|_| CachePadded::new(Shard::default())).collect()
 }
 
-/// Sums the counters of `shards` and `stripes`.
-pub(crate) fn totals(shards: &[CachePadded<Shard>], stripes: &Stripes) -> Totals {
+/// Sums the counters of `stripes`.
+pub(crate) fn totals(stripes: &Stripes) -> Totals {
     let mut t = Totals::default();
     for s in stripes.stripes.iter() {
+        let event = |e: Event| s.events[e as usize].load(Ordering::Relaxed);
         t.allowed += s.allowed.load(Ordering::Relaxed);
         t.rejected += s.rejected.load(Ordering::Relaxed);
-    }
-    for s in shards {
-        t.evictions += s.evictions.load(Ordering::Relaxed);
-        t.idle_reclaims += s.idle_reclaims.load(Ordering::Relaxed);
-        t.untracked += s.untracked.load(Ordering::Relaxed);
-        t.refused += s.refused.load(Ordering::Relaxed);
+        t.evictions += event(Event::Eviction);
+        t.idle_reclaims += event(Event::IdleReclaim);
+        t.untracked += event(Event::Untracked);
+        t.refused += event(Event::Refused);
     }
     t
 }
@@ -238,6 +257,38 @@ pub(crate) fn totals(shards: &[CachePadded<Shard>], stripes: &Stripes) -> Totals
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Events are counted with the decision counters off (`stats(false)`), each under
+    /// its own name.
+    #[test]
+    fn events_are_counted_whatever_stats_says() {
+        let stripes = Stripes::new(false);
+        stripes.count(1, &crate::Decision::allow(1, 0, 0, 0));
+        for (n, e) in [
+            Event::Eviction,
+            Event::IdleReclaim,
+            Event::Untracked,
+            Event::Refused,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for _ in 0..=n {
+                stripes.event(e);
+            }
+        }
+        let t = totals(&stripes);
+        assert_eq!(
+            (
+                t.allowed,
+                t.evictions,
+                t.idle_reclaims,
+                t.untracked,
+                t.refused
+            ),
+            (0, 1, 2, 3, 4)
+        );
+    }
 
     /// More threads than owned stripes, some exiting and handing their ids on while
     /// others count: no increment is lost.
@@ -253,6 +304,9 @@ mod tests {
                     std::thread::spawn(move || {
                         for _ in 0..1000 {
                             s.count(1, if i % 2 == 0 { &ok } else { &no });
+                            if i % 2 == 1 {
+                                s.event(Event::Refused);
+                            }
                         }
                         s.count(0, &ok); // peeks are not counted
                     })
@@ -261,12 +315,17 @@ mod tests {
             for h in handles {
                 h.join().unwrap();
             }
-            let t = totals(&new_shards(1), &stripes);
+            let t = totals(&stripes);
             let per_round = (STRIPES as u64 + 8) / 2 * 1000;
             assert_eq!(
-                (t.allowed, t.rejected),
-                (per_round * (round + 1), per_round * (round + 1))
+                (t.allowed, t.rejected, t.refused),
+                (
+                    per_round * (round + 1),
+                    per_round * (round + 1),
+                    per_round * (round + 1)
+                )
             );
+            assert_eq!((t.evictions, t.idle_reclaims, t.untracked), (0, 0, 0));
         }
     }
 }

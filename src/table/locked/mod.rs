@@ -52,7 +52,7 @@ mod room;
 pub(crate) use entry::{Candidate, Floor, SlotEntry};
 
 use super::claim::{ClaimLocks, ClaimScan, OnFull};
-use super::counters::{new_shards, totals, Shard, Stripes, Totals};
+use super::counters::{new_shards, totals, Event, Shard, Stripes, Totals};
 use super::geometry::{Geometry, Location, MAX_KEYS};
 use crate::error::ConfigError;
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
@@ -224,7 +224,7 @@ impl<E: SlotEntry> LockedTable<E> {
 
     /// The counters.
     pub(crate) fn totals(&self) -> Totals {
-        totals(&self.shards, &self.counts)
+        totals(&self.counts)
     }
 
     /// Shard `shard`'s counters.
@@ -381,7 +381,8 @@ impl<E: SlotEntry> LockedTable<E> {
                         if held.fp != seen || !held.entry.idle(&self.ext, i, now) {
                             continue 'scan;
                         }
-                        Shard::bump(&self.stamp(i, now).idle_reclaims);
+                        self.stamp(i, now);
+                        self.counts.event(Event::IdleReclaim);
                         let old = self.install(i, &mut held, fp, name, false);
                         break 'scan Claim::Installed(i, held, old);
                     }
@@ -430,7 +431,6 @@ impl<E: SlotEntry> LockedTable<E> {
                 }
             }
             // The table is full for this key: its policy, written once.
-            let shard = &self.shards[loc.shard];
             break 'scan match (self.on_full, idle.victim()) {
                 (OnFull::Evict, Some((i, seen, ranked))) => {
                     let mut held = lock(&self.slots[i].held);
@@ -438,16 +438,17 @@ impl<E: SlotEntry> LockedTable<E> {
                     if held.fp != seen || held.entry.mark() != ranked {
                         continue 'scan;
                     }
-                    Shard::bump(&self.stamp(i, now).evictions);
+                    self.stamp(i, now);
+                    self.counts.event(Event::Eviction);
                     let old = self.install(i, &mut held, fp, name, false);
                     Claim::Installed(i, held, old)
                 }
                 (OnFull::Allow, _) => {
-                    Shard::bump(&shard.untracked);
+                    self.counts.event(Event::Untracked);
                     Claim::Untracked
                 }
                 _ => {
-                    Shard::bump(&shard.refused);
+                    self.counts.event(Event::Refused);
                     Claim::Refused {
                         soonest: idle.soonest(),
                     }

@@ -4,7 +4,7 @@
 
 use super::{Held, LockedTable, SlotEntry, SWEEP};
 use crate::sync::{lock, AtomicU64, Ordering};
-use crate::table::counters::Shard;
+use crate::table::counters::Event;
 
 /// The key count of a table whose slots empty again ([`SlotEntry::EMPTIES`]).
 pub(super) struct Room {
@@ -58,7 +58,8 @@ impl<E: SlotEntry> LockedTable<E> {
     /// Only for entries that leave ([`SlotEntry::EMPTIES`]).
     pub(crate) fn remove(&self, i: usize, held: &mut Held<E>, now: u64) -> E::Name {
         debug_assert!(E::EMPTIES && held.fp != 0);
-        Shard::bump(&self.stamp(i, now).idle_reclaims);
+        self.stamp(i, now);
+        self.counts.event(Event::IdleReclaim);
         if let Some(room) = &self.room {
             if held.entry.displaced() {
                 room.displaced.fetch_sub(1, Ordering::AcqRel);

@@ -8,7 +8,7 @@ use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::sync::Ordering;
 use crate::table::claim::{refusal, ClaimScan, OnFull};
-use crate::table::counters::Shard;
+use crate::table::counters::Event;
 use crate::table::generation;
 use crate::table::geometry::{Location, GROUP};
 
@@ -55,14 +55,13 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         if next.is_none() {
             return Some(Placed::Absent(fresh));
         }
-        let shard = &self.shards[loc.shard];
         Some(match self.on_full {
             OnFull::Allow => {
-                Shard::bump(&shard.untracked);
+                self.counts.event(Event::Untracked);
                 Placed::Untracked(fresh)
             }
             _ => {
-                Shard::bump(&shard.refused);
+                self.counts.event(Event::Refused);
                 Placed::Refused(
                     refusal(params.burst(), Some(soonest), now).with_limit(params.limit()),
                 )
@@ -146,9 +145,9 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         };
         self.replace(loc.shard, fp, rate, now, next, target, stored)?;
         if !free {
-            Shard::bump(&shard.evictions);
+            self.counts.event(Event::Eviction);
         } else if fp_of(target.1) != 0 {
-            Shard::bump(&shard.idle_reclaims);
+            self.counts.event(Event::IdleReclaim);
         }
         Some(Placed::Stored(fresh))
     }
@@ -271,25 +270,25 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         if let Some(target) = scan.target() {
             self.replace(loc.shard, fp, rate, now, next, target, stored)?;
             if fp_of(target.1) != 0 {
-                Shard::bump(&shard.idle_reclaims);
+                self.counts.event(Event::IdleReclaim);
             }
             return Some(Placed::Stored(fresh));
         }
         match self.on_full {
             OnFull::Evict => {
                 self.replace(loc.shard, fp, rate, now, next, scan.victim()?, stored)?;
-                Shard::bump(&shard.evictions);
+                self.counts.event(Event::Eviction);
                 Some(Placed::Stored(fresh))
             }
             OnFull::Deny => {
-                Shard::bump(&shard.refused);
+                self.counts.event(Event::Refused);
                 let params = self.params.get(0);
                 Some(Placed::Refused(
                     scan.refusal(params.burst(), now).with_limit(params.limit()),
                 ))
             }
             OnFull::Allow => {
-                Shard::bump(&shard.untracked);
+                self.counts.event(Event::Untracked);
                 Some(Placed::Untracked(fresh))
             }
         }

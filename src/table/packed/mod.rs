@@ -273,7 +273,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
 
     /// The counters.
     pub(crate) fn totals(&self) -> Totals {
-        totals(&self.shards, &self.counts)
+        totals(&self.counts)
     }
 
     /// `(occupied, active)`: slots holding a key, and those whose state is not idle.
