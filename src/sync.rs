@@ -75,6 +75,16 @@ pub(crate) use crate::machine::advise_huge_pages;
 /// A hint to start loading a slot's cache line (`machine::prefetch`).
 #[cfg(not(tollgate_loom))]
 pub(crate) use crate::machine::prefetch;
+/// Four slots on one cache line, with a flat view of many (`machine::Line`).
+#[cfg(not(tollgate_loom))]
+pub(crate) use crate::machine::Line;
+
+/// Four slots on one cache line. Loom's words are not 16 bytes: its lines are indexed
+/// as lines, with no flat view.
+#[cfg(tollgate_loom)]
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(crate) struct Line<T>(pub(crate) [T; 4]);
 /// A 128-bit atomic word: the keyed table's slot (fingerprint and state together).
 ///
 /// `machine::AtomicU128`: inline `vmovdqa` / `lock cmpxchg16b` on x86-64 CPUs that have

@@ -253,6 +253,32 @@ pub(crate) const HUGE_PAGE_BYTES: usize = 4 << 20;
 /// The huge page size the advice aims at (x86-64's and aarch64's usual 2 MiB).
 const HUGE_PAGE: usize = 2 << 20;
 
+/// Four slots on one 64-byte cache line: the keyed table's unit of memory, so that a
+/// group of 12 slots is three whole lines.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(crate) struct Line<T>(pub(crate) [T; 4]);
+
+impl<T> Line<T> {
+    /// The slots of `lines` as one slice, in order: slot `i` is `lines[i / 4].0[i % 4]`.
+    /// Indexing it costs one bounds check and a shift (`lines[i / 4].0[i % 4]` costs a
+    /// shift, a bounds check, two more shifts, a mask and two adds: the compiler does
+    /// not see that the address is `i × 16` either way), on every slot a lookup reads.
+    #[inline(always)]
+    pub(crate) fn flat(lines: &[Line<T>]) -> &[T] {
+        const {
+            assert!(std::mem::size_of::<Line<T>>() == 4 * std::mem::size_of::<T>());
+        }
+        // SAFETY: `Line<T>` is `repr(C)` around `[T; 4]`, which sits at offset 0, and
+        // (asserted above, at compile time) has no padding after it, so a `[Line<T>]`
+        // of `n` lines is, in memory, exactly a `[T]` of `4 × n` elements in order,
+        // each properly aligned for `T`. The slice borrows `lines` for its lifetime,
+        // so nothing may move or free them meanwhile, and it grants no access the
+        // lines' own references would not (shared references to the same `T`s).
+        unsafe { std::slice::from_raw_parts(lines.as_ptr().cast::<T>(), lines.len() * 4) }
+    }
+}
+
 /// Asks the CPU to start loading the cache line that holds `r` (into every cache
 /// level), without waiting for it: a later load of it then overlaps the memory's
 /// latency with the work in between. A hint only: it changes no value and never faults,

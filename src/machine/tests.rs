@@ -190,3 +190,21 @@ fn loads_are_never_torn_and_no_update_is_lost_under_threads() {
         assert_eq!((w >> 64) as u64, 2 * PER_WRITER, "{proof:?}");
     }
 }
+
+/// `Line::flat` is the lines' slots in order: the same elements (by address and by
+/// value) as indexing the lines, as many, each 16 bytes after the one before, and a
+/// line 64-byte aligned.
+#[test]
+fn a_flat_view_is_the_lines_slots_in_order() {
+    let lines: Vec<Line<AtomicU128>> = (0..5u128)
+        .map(|l| Line(std::array::from_fn(|s| AtomicU128::new(l * 4 + s as u128))))
+        .collect();
+    let flat = Line::flat(&lines);
+    assert_eq!(flat.len(), 20);
+    for (i, slot) in flat.iter().enumerate() {
+        assert!(std::ptr::eq(slot, &lines[i / 4].0[i % 4]), "slot {i}");
+        assert_eq!(slot.load(Ordering::Relaxed), i as u128);
+    }
+    assert_eq!(lines.as_ptr() as usize % 64, 0);
+    assert!(Line::flat(&lines[..0]).is_empty());
+}

@@ -149,8 +149,7 @@ impl Scan {
 }
 
 /// Four slots on one cache line, so that a group of 12 slots is 3 whole lines.
-#[repr(align(64))]
-struct Line([AtomicU128; 4]);
+type Line = crate::sync::Line<AtomicU128>;
 
 /// Tables of more slot bytes than this (4 MiB, more than a core's share of the caches
 /// here) are *large*: a lookup's loads there are cache misses, and it asks for the
@@ -215,7 +214,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             })?;
         // Advised before the first write touches the pages (see `machine`).
         let huge_pages = advise_huge_pages(lines.spare_capacity_mut());
-        lines.extend((0..n).map(|_| Line(std::array::from_fn(|_| AtomicU128::new(0)))));
+        lines
+            .extend((0..n).map(|_| crate::sync::Line(std::array::from_fn(|_| AtomicU128::new(0)))));
         Ok(PackedTable {
             lines: lines.into_boxed_slice(),
             shards: new_shards(geo.shards()),
@@ -248,7 +248,11 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     /// Slot `i`.
     #[inline]
     fn slot(&self, i: usize) -> &AtomicU128 {
-        &self.lines[i / 4].0[i % 4]
+        // Loom's atomic word is not 16 bytes: its lines are indexed as lines.
+        #[cfg(not(tollgate_loom))]
+        return &Line::flat(&self.lines)[i];
+        #[cfg(tollgate_loom)]
+        return &self.lines[i / 4].0[i % 4];
     }
 
     /// Each tier's parameters.
@@ -322,7 +326,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // branch went either way at random, a mispredicted jump on most decisions. The
         // test "either is the key" is written as "the smaller difference is zero",
         // which the compiler keeps as one branch (`hit_a | hit_b` became two). The key
-        // is in at most one of them.
+        // is in at most one of them. The first slot is known not to be empty (the
+        // caller's test); the second, if empty, ends the scan.
         let pair = |(ia, wa): (usize, u128), (ib, wb): (usize, u128)| -> Option<Scan> {
             if ((fp_of(wa) | MATCH_BITS) ^ fp).min((fp_of(wb) | MATCH_BITS) ^ fp) == 0 {
                 let (i, w) = if generation::holds(fp_of(wa), fp) {
@@ -332,7 +337,9 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 };
                 return Some(Scan::Found(i, w));
             }
-            check(ia, wa).or_else(|| check(ib, wb))
+            (fp_of(wb) == 0).then_some(Scan::Absent {
+                first_empty: Some(ib),
+            })
         };
         // The order of `Location::probe`, written out so it compiles to tight loops.
         if a == b {
