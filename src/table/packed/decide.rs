@@ -42,7 +42,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         };
         match hit {
             Ok(d) => Some(d),
-            Err(missed) => self.decide_slow(h, tier, now, cost, params, Scan::resume(missed)),
+            Err((missed, t)) => {
+                let absent = Scan::resume(missed).map(|scan| (scan, t));
+                self.decide_slow(h, tier, now, cost, params, absent)
+            }
         }
     }
 
@@ -50,7 +53,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     /// it, or it is new and takes the empty slot its scan ended at. Otherwise `Err`: the
     /// first empty slot of the scan that found the key absent
     /// (for the slow path to start from), [`FULL`] when that scan met no empty slot, or
-    /// [`MOVED`] when the key's slot went to another key.
+    /// [`MOVED`] when the key's slot went to another key; with the reading taken before
+    /// the scan.
     #[inline(always)]
     fn decide_found(
         &self,
@@ -59,7 +63,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         now: &impl Fn() -> u64,
         cost: u32,
         step: impl Step,
-    ) -> Result<Decision, usize> {
+    ) -> Result<Decision, (usize, u64)> {
         let fp = generation::probe_word(h);
         let loc = self.geo.locate(h);
         // The clock is read once, before the lookup (as the protocol has it): its
@@ -84,13 +88,13 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 // in `run_from` (a class being retired, or given to another rate since
                 // these parameters were read: the slow path, which starts over).
                 let _writing = match step.classed() {
-                    Some(g) => Some(self.rates.write(&g).ok_or(MOVED)?),
+                    Some(g) => Some(self.rates.write(&g).ok_or((MOVED, t))?),
                     None => None,
                 };
                 let shard = &self.shards[loc.shard];
                 let t = shard.floor(t);
                 let Some(next) = step.next_state(0, t, cost) else {
-                    return Err(e);
+                    return Err((e, t));
                 };
                 return match self.slot(e).compare_exchange_fast(
                     fast,
@@ -107,10 +111,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                         self.counts.count(cost, &d);
                         Ok(d)
                     }
-                    Err(_) => Err(MOVED),
+                    Err(_) => Err((MOVED, t)),
                 };
             }
-            Scan::Absent { first_empty } => return Err(first_empty.unwrap_or(FULL)),
+            Scan::Absent { first_empty } => return Err((first_empty.unwrap_or(FULL), t)),
         };
         let slot = self.slot(i);
         // A state another rate class wrote is converted on the slow path (checked
@@ -125,7 +129,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 || step.classed().is_some_and(|g| !self.rates.stands_for(&g))
         };
         if foreign(word) {
-            return Err(MOVED);
+            return Err((MOVED, t));
         }
         loop {
             let state = state_of(word);
@@ -134,7 +138,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 if !d.is_allowed() && step.ahead(state, t) {
                     // Denied only in a window later than the reading's: the slow path
                     // decides again at a fresh reading (see `Step::ahead`).
-                    return Err(MOVED);
+                    return Err((MOVED, t));
                 }
                 self.counts.count(cost, &d);
                 return Ok(d);
@@ -156,7 +160,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 }
                 // The slot went to another key (or another rate class wrote it): the
                 // full protocol.
-                Err(_) => return Err(MOVED),
+                Err(_) => return Err((MOVED, t)),
             }
         }
     }
@@ -165,6 +169,13 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     /// its few values in registers: a key absent or moved goes through the whole
     /// protocol (insert, reclaim, the reading floor), again with the tier's current
     /// parameters while the ones it has go stale.
+    ///
+    /// `absent`: the fast path's scan that found the key absent, and the reading it
+    /// took before that scan. The first run decides at that reading, as `run_from`
+    /// would at the one it takes before its own scan (a flood of new keys into a full
+    /// table then reads the clock once per key instead of twice); every later reading
+    /// is fresh. A fast path that gives up for another reason (the key's slot moved, a
+    /// denial in a later window than its reading's) hands nothing over.
     #[inline(never)]
     #[cold]
     fn decide_slow(
@@ -174,9 +185,14 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         now: impl Fn() -> u64,
         cost: u32,
         params: A,
-        absent: Option<Scan>,
+        absent: Option<(Scan, u64)>,
     ) -> Option<Decision> {
-        let mut absent = absent;
+        let (mut absent, reading) = match absent {
+            Some((scan, t)) => (Some(scan), Some(t)),
+            None => (None, None),
+        };
+        let reading = std::cell::Cell::new(reading);
+        let now = || reading.take().unwrap_or_else(&now);
         let reload = || self.tiers().get(tier);
         let run = |p| self.decide_run(h, &now, cost, p, absent.take());
         crate::table::tiers::fresh(params, cost, reload, A::burst, run).ok()
