@@ -55,7 +55,7 @@ use super::claim::{ClaimLocks, ClaimScan, OnFull};
 use super::counters::{new_shards, totals, Shard, Stripes, Totals};
 use super::geometry::{Geometry, Location, MAX_KEYS};
 use crate::error::ConfigError;
-use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{advise_huge_pages, lock, AtomicU64, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
 use room::Room;
 
@@ -159,6 +159,10 @@ impl<E: SlotEntry> LockedTable<E> {
         };
         let mut slots = Vec::new();
         slots.try_reserve_exact(n).map_err(too_big)?;
+        // Advised before the first write touches the pages (see `machine`): a lookup in
+        // a large table then pays no TLB miss for its slot besides the one for its entry
+        // (the sliding log's ring block is advised too).
+        advise_huge_pages(slots.spare_capacity_mut());
         slots.extend((0..n).map(|_| Slot {
             hint: AtomicU64::new(0),
             held: Mutex::new(Held {
