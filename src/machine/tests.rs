@@ -190,3 +190,21 @@ fn loads_are_never_torn_and_no_update_is_lost_under_threads() {
         assert_eq!((w >> 64) as u64, 2 * PER_WRITER, "{proof:?}");
     }
 }
+
+/// A prefetch has no effect a program can see: on a value in one line, on one that may
+/// straddle two, on a large one and on a zero-sized one (whose address points at
+/// nothing), it returns and changes nothing.
+#[test]
+fn prefetch_changes_nothing() {
+    let words = [7u64; 16];
+    let bytes = [3u8; 200];
+    // Ten bytes at an offset of 60 in some runs' alignment cross a line boundary.
+    let straddling: &[u8; 10] = bytes[60..70].try_into().unwrap();
+    super::prefetch(&words[3]);
+    super::prefetch(&words);
+    super::prefetch(&bytes);
+    super::prefetch(straddling);
+    super::prefetch(&());
+    assert_eq!(words, [7u64; 16]);
+    assert!(bytes.iter().all(|&b| b == 3));
+}

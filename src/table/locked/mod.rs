@@ -55,7 +55,7 @@ use super::claim::{ClaimLocks, ClaimScan, OnFull};
 use super::counters::{new_shards, totals, Shard, Stripes, Totals};
 use super::geometry::{Geometry, Location, MAX_KEYS};
 use crate::error::ConfigError;
-use crate::sync::{advise_huge_pages, lock, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{advise_huge_pages, lock, prefetch, AtomicU64, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
 use room::Room;
 
@@ -316,6 +316,19 @@ impl<E: SlotEntry> LockedTable<E> {
             }
         }
         self.find_displaced(fp, key)
+    }
+
+    /// Prefetches the two slots a key at `loc` most likely sits in (each group's first
+    /// of its probe), ahead of [`find`](Self::find): the second one's miss, and that of
+    /// a slot's second line (a slot's lock, a locked instruction, waits for every load
+    /// before it), then overlap the first one's instead of following it.
+    #[inline]
+    pub(crate) fn prefetch_slots(&self, loc: &Location) {
+        for (g, s) in loc.groups.into_iter().zip(loc.starts) {
+            if let Some(slot) = self.slots.get(g + s) {
+                prefetch(slot);
+            }
+        }
     }
 
     /// The slot holding `key` outside its groups, while any key is displaced.
