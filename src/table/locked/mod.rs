@@ -310,9 +310,20 @@ impl<E: SlotEntry> LockedTable<E> {
                 return Some((i, held));
             }
         }
-        for (_, i) in loc.probe(self.geo.group()) {
-            if let Some(held) = self.holding(i, fp, key) {
-                return Some((i, held));
+        // The rest of the probe order (`Location::probe` without each group's first
+        // slot), its offsets in registers.
+        let g = self.geo.group();
+        let (mut oa, mut ob) = (sa, sb);
+        for _ in 1..g {
+            oa = if oa + 1 == g { 0 } else { oa + 1 };
+            if let Some(held) = self.holding(a + oa, fp, key) {
+                return Some((a + oa, held));
+            }
+            if a != b {
+                ob = if ob + 1 == g { 0 } else { ob + 1 };
+                if let Some(held) = self.holding(b + ob, fp, key) {
+                    return Some((b + ob, held));
+                }
             }
         }
         self.find_displaced(fp, key)
