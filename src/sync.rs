@@ -41,6 +41,11 @@ pub(crate) use std::hint::spin_loop;
 /// counters (HTTP, Redis), which run outside the loom models.
 pub(crate) use std::sync::atomic::AtomicU64 as PlainAtomicU64;
 
+/// Always the standard library's atomic, as [`PlainAtomicU64`]: the sliding log's
+/// prefetch hints (where each ring's next write goes), written under the slot's lock
+/// and read without it only to choose a cache line to prefetch, never to decide.
+pub(crate) use std::sync::atomic::AtomicU8 as PlainAtomicU8;
+
 /// The memory orderings of the standard library's atomics ([`PlainAtomicU64`] and
 /// the other plain ones), which loom's `Ordering` is not.
 pub(crate) use std::sync::atomic::Ordering as PlainOrdering;
@@ -72,7 +77,7 @@ pub(crate) use std::sync::OnceLock;
 /// Huge-page advice for a large table's slots (`machine::advise_huge_pages`).
 #[cfg(not(tollgate_loom))]
 pub(crate) use crate::machine::advise_huge_pages;
-/// A hint to start loading a slot's cache line (`machine::prefetch`).
+/// A cache-line prefetch hint (`machine::prefetch`).
 #[cfg(not(tollgate_loom))]
 pub(crate) use crate::machine::prefetch;
 /// Four slots on one cache line, with a flat view of many (`machine::Line`).
@@ -97,16 +102,16 @@ pub(crate) use crate::machine::AtomicU128;
 #[cfg(not(tollgate_loom))]
 pub(crate) use crate::machine::{fast_path, Fast};
 
-/// Loom models' words are not plain memory: no hint.
-#[cfg(tollgate_loom)]
-#[inline(always)]
-pub(crate) fn prefetch<T>(_r: &T) {}
-
 /// Loom models' tables are tiny, and their words are not plain memory: no advice.
 #[cfg(tollgate_loom)]
 pub(crate) fn advise_huge_pages<T>(_spare: &mut [std::mem::MaybeUninit<T>]) -> bool {
     false
 }
+
+/// Loom models see no cache: no prefetch.
+#[cfg(tollgate_loom)]
+#[inline(always)]
+pub(crate) fn prefetch<T>(_r: &T) {}
 
 /// A 128-bit atomic word for loom models: a linearizable `u128` behind a loom mutex,
 /// which is exactly the contract the hardware's 16-byte compare-and-swap gives, so the

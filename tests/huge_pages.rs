@@ -2,7 +2,11 @@
 //! takes: the kernel backs the table with 2 MiB pages. Elsewhere, or when switched off,
 //! nothing changes.
 
+use std::sync::Mutex;
 use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+
+/// The tests read process-wide counters and set an environment variable: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The kernel's transparent huge page mode (`always`, `madvise`, `never`), if it says.
 fn thp_mode() -> Option<String> {
@@ -30,6 +34,7 @@ fn table(algorithm: Algorithm, keys: usize) -> KeyedRateLimiter<u64> {
 
 #[test]
 fn a_large_table_lives_on_huge_pages_where_the_kernel_offers_them() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Small tables are left alone everywhere.
     assert!(!table(Algorithm::TokenBucket, 1_000).huge_pages());
     let offered =
@@ -63,4 +68,32 @@ fn a_large_table_lives_on_huge_pages_where_the_kernel_offers_them() {
     std::env::set_var("TOLLGATE_HUGE_PAGES", "0");
     assert!(!table(Algorithm::TokenBucket, 1_000_000).huge_pages());
     std::env::remove_var("TOLLGATE_HUGE_PAGES");
+}
+
+#[test]
+fn a_large_sliding_logs_slots_live_on_huge_pages_too() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let offered =
+        cfg!(target_os = "linux") && matches!(thp_mode().as_deref(), Some("madvise" | "always"));
+    if !(offered && thp_mode().as_deref() == Some("madvise")) {
+        return;
+    }
+    // One timestamp a key: about 12 MiB of rings beside about 72 MiB of locked slots
+    // (48 bytes each, 1.5 a key). Advising the rings alone would put at most their
+    // 12 MiB on huge pages; the slots' advice puts most of the rest there too (at least
+    // half of it, to leave room for fragmented memory).
+    let before = anon_huge_kb();
+    let log = KeyedRateLimiter::<u64>::builder(Algorithm::SlidingLog, Quota::per_second(1))
+        .max_keys(1_000_000)
+        .build()
+        .unwrap();
+    let after = anon_huge_kb();
+    assert!(log.huge_pages());
+    assert!(
+        after >= before + 36 * 1024,
+        "AnonHugePages {before} kB -> {after} kB for a {} byte table",
+        log.memory_bytes()
+    );
+    assert!(log.check(&7).is_allowed());
+    assert!(!log.check(&7).is_allowed());
 }

@@ -25,9 +25,21 @@ fn is_live(l: &RateLimiter<ManualClock>) -> bool {
 /// Requests to a new key are redirected to a live one whenever `capacity` keys are
 /// live already, so the keys always fit.
 fn run(algorithm: Algorithm, seed: u64, keys: u64, capacity: usize, ops: usize) -> usize {
+    run_with(algorithm, quota(algorithm), seed, keys, capacity, ops)
+}
+
+/// [`run`] under quota `q`.
+fn run_with(
+    algorithm: Algorithm,
+    q: Quota,
+    seed: u64,
+    keys: u64,
+    capacity: usize,
+    ops: usize,
+) -> usize {
     let mut rng = fastrand::Rng::with_seed(seed);
     let clock = ManualClock::new();
-    let keyed = KeyedRateLimiter::<u64, _>::builder(algorithm, quota(algorithm))
+    let keyed = KeyedRateLimiter::<u64, _>::builder(algorithm, q)
         .max_keys(capacity)
         .clock(clock.clone())
         .build()
@@ -59,7 +71,7 @@ fn run(algorithm: Algorithm, seed: u64, keys: u64, capacity: usize, ops: usize) 
         }
         let cost = rng.u32(0..=cap + 1);
         let single = reference.entry(key).or_insert_with(|| {
-            RateLimiter::builder(algorithm, quota(algorithm))
+            RateLimiter::builder(algorithm, q)
                 .clock(clock.clone())
                 .build()
                 .unwrap()
@@ -97,6 +109,19 @@ fn keyed_agrees_with_a_map_of_single_key_limiters() {
         }
         assert_eq!(total, 0, "{algorithm:?}: {total} disagreements");
     }
+}
+
+/// A sliding log too large for the caches (rings of 64 timestamps for 20,000 keys, about
+/// 15 MiB) decides on another copy of the code, which prefetches each decision's slot and
+/// ring line by a hint kept beside the slots: it decides alike.
+#[test]
+fn a_sliding_log_beyond_the_caches_agrees_too() {
+    let q = Quota::new(64, Duration::from_millis(100));
+    let mut total = 0;
+    for seed in 0..5 {
+        total += run_with(Algorithm::SlidingLog, q, 2_000 + seed, 300, 20_000, 5_000);
+    }
+    assert_eq!(total, 0, "{total} disagreements");
 }
 
 /// Many keys through a tiny table (one window of 5 slots for 3 live keys): slots are

@@ -34,6 +34,9 @@ impl Store for LogTable {
         p: SlidingLog,
     ) -> Option<Decision> {
         // A log converts nothing at a quota change: never stale.
+        if self.far() {
+            return Some(LogTable::decide_far(self, h, now(), cost, p));
+        }
         Some(LogTable::decide(self, h, now(), cost, p))
     }
 

@@ -316,8 +316,9 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
         by_algorithm!(&self.table, t => t.is_lock_free())
     }
 
-    /// Whether the table's slots (the sliding log: its rings) were advised onto
-    /// transparent huge pages at build. Linux only, for tables over 4 MiB, where the
+    /// Whether the table's slots (the sliding log: its rings; its slots are advised
+    /// alike when they take over 4 MiB) were advised onto transparent huge pages at
+    /// build. Linux only, for tables over 4 MiB, where the
     /// kernel's `transparent_hugepage` setting is `madvise` or `always`; one TLB entry
     /// then covers 2 MiB of the table instead of 4 KiB, which a lookup in a table of tens
     /// of megabytes feels. Elsewhere, or with `TOLLGATE_HUGE_PAGES=0` in the environment,

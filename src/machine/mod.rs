@@ -279,28 +279,6 @@ impl<T> Line<T> {
     }
 }
 
-/// Asks the CPU to start loading the cache line that holds `r` (into every cache
-/// level), without waiting for it: a later load of it then overlaps the memory's
-/// latency with the work in between. A hint only: it changes no value and never faults,
-/// whatever the address. A no-op on targets other than x86-64.
-///
-/// The keyed table's lookup asks for the second group's slot while it reads the first
-/// group's (see `PackedTable::scan_with`).
-#[inline(always)]
-pub(crate) fn prefetch<T>(r: &T) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: `prefetcht0` reads nothing into the program and writes nothing; it
-    // never faults (an invalid or unmapped address is ignored), and `r` is a valid
-    // reference anyway.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            (r as *const T).cast(),
-        );
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = r;
-}
-
 /// Asks the OS to back the whole 2 MiB pages inside `spare` (a vector's reserved,
 /// not yet written capacity) with transparent huge pages, before the table's first
 /// write touches them: a lookup in a table of tens of megabytes then costs one TLB entry
@@ -336,6 +314,48 @@ fn advise(addr: usize, len: usize) -> bool {
 #[cfg(not(all(target_os = "linux", not(miri))))]
 fn advise(_addr: usize, _len: usize) -> bool {
     false
+}
+
+/// Asks the CPU to bring the cache lines holding `*r` (one, or two when it straddles a
+/// line boundary) into its caches, without waiting for them: a lookup that knows where
+/// it will read and write before it gets there (the sliding log's slot, whose second
+/// half a locked instruction would otherwise wait for, and its ring, whose position
+/// sits in a slot still being loaded; the packed table's second group, whose slot a
+/// lookup reads after the first group's) then pays the misses side by side instead of
+/// one after another. A hint only: nothing is read that the program sees, and a line never
+/// used costs its bandwidth, nothing else. A no-op off x86-64.
+#[inline(always)]
+pub(crate) fn prefetch<T>(r: &T) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        let first = (r as *const T).cast::<i8>();
+        line(first);
+        // A value no larger than its alignment (which divides 64) never straddles.
+        let size = std::mem::size_of::<T>();
+        if size > std::mem::align_of::<T>() {
+            let last = first.wrapping_add(size - 1);
+            if (first as usize) / 64 != (last as usize) / 64 {
+                line(last);
+            }
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = r;
+}
+
+/// `prefetcht0` of the line holding `p`, a byte of a live value.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[inline(always)]
+fn line(p: *const i8) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: `p` points into a value a caller holds a reference to, so into memory this
+    // process has mapped; a prefetch never faults, reads nothing into the program's values
+    // and writes nothing (SSE, which issues it, is part of the x86-64 baseline). Rust 1.80
+    // declares the intrinsic `unsafe`, later ones safe: hence the allow.
+    #[allow(unused_unsafe)]
+    unsafe {
+        _mm_prefetch::<_MM_HINT_T0>(p)
+    }
 }
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]

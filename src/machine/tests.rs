@@ -208,3 +208,21 @@ fn a_flat_view_is_the_lines_slots_in_order() {
     assert_eq!(lines.as_ptr() as usize % 64, 0);
     assert!(Line::flat(&lines[..0]).is_empty());
 }
+
+/// A prefetch has no effect a program can see: on a value in one line, on one that may
+/// straddle two, on a large one and on a zero-sized one (whose address points at
+/// nothing), it returns and changes nothing.
+#[test]
+fn prefetch_changes_nothing() {
+    let words = [7u64; 16];
+    let bytes = [3u8; 200];
+    // Ten bytes at an offset of 60 in some runs' alignment cross a line boundary.
+    let straddling: &[u8; 10] = bytes[60..70].try_into().unwrap();
+    super::prefetch(&words[3]);
+    super::prefetch(&words);
+    super::prefetch(&bytes);
+    super::prefetch(straddling);
+    super::prefetch(&());
+    assert_eq!(words, [7u64; 16]);
+    assert!(bytes.iter().all(|&b| b == 3));
+}

@@ -131,18 +131,29 @@ impl SlidingLog {
     }
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
+    ///
+    /// Its fast path inline, the rest out of line: one function for both paid a call,
+    /// a frame and the ring through memory on every decision (a keyed decision at 1,000
+    /// keys: 392 instructions, 368 with the split).
+    #[inline(always)]
     pub(crate) fn step<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) -> Decision {
-        let reading = now;
         // When the newest entry has left the window, every entry has (they are in
         // admission order, the newest last): the log is empty at this reading, so the
         // request is admitted at it and its `cost` entries are all that is active,
-        // decided from the cursor alone, with no timestamp read (what `judge` and the
-        // rest of this function decide too; `cost == limit` takes the general path,
-        // whose count of active entries a zero period would change).
-        if cost > 0 && cost < self.limit && self.expired(ring.newest, reading) {
-            self.log(ring, reading, cost);
+        // decided from the cursor alone, with no timestamp read (what `judge` and
+        // `step_judged` decide too; `cost == limit` takes the general path, whose count
+        // of active entries a zero period would change).
+        if cost > 0 && cost < self.limit && self.expired(ring.newest, now) {
+            self.log(ring, now, cost);
             return Decision::allow(self.limit, self.limit - cost, self.period, 0);
         }
+        self.step_judged(ring, now, cost)
+    }
+
+    /// [`step`](Self::step) past its fast path: judged on the ring's entries.
+    #[inline(never)]
+    fn step_judged<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) -> Decision {
+        let reading = now;
         let now = match self.judge(ring, reading, cost) {
             Ok(at) => at,
             Err(d) => return d,

@@ -100,6 +100,11 @@ impl Cursor {
         newest: EMPTY,
     };
 
+    /// Where the ring writes next: the index of its oldest entry.
+    pub(crate) fn head(&self) -> u32 {
+        self.head
+    }
+
     /// Whether the ring's newest entry was booked for a time after its reading.
     pub(super) fn booked(&self) -> bool {
         self.marks & BOOKED != 0

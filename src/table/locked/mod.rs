@@ -45,6 +45,7 @@
 //! lock only.
 
 mod entry;
+mod lookup;
 #[cfg(tollgate_loom)]
 pub mod model;
 mod room;
@@ -55,7 +56,7 @@ use super::claim::{ClaimLocks, ClaimScan, OnFull};
 use super::counters::{new_shards, totals, Event, Shard, Stripes, Totals};
 use super::geometry::{Geometry, Location, MAX_KEYS};
 use crate::error::ConfigError;
-use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{advise_huge_pages, lock, AtomicU64, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
 use room::Room;
 
@@ -159,6 +160,10 @@ impl<E: SlotEntry> LockedTable<E> {
         };
         let mut slots = Vec::new();
         slots.try_reserve_exact(n).map_err(too_big)?;
+        // Advised before the first write touches the pages (see `machine`): a lookup in
+        // a large table then pays no TLB miss for its slot besides the one for its entry
+        // (the sliding log's ring block is advised too).
+        advise_huge_pages(slots.spare_capacity_mut());
         slots.extend((0..n).map(|_| Slot {
             hint: AtomicU64::new(0),
             held: Mutex::new(Held {
@@ -270,57 +275,6 @@ impl<E: SlotEntry> LockedTable<E> {
         let shard = self.floor_shard(self.geo.shard_of(i));
         shard.stamp(now);
         shard
-    }
-
-    /// Slot `i` locked, if it holds `key` (fingerprint `fp`): the hint skips other
-    /// keys' slots without locking them.
-    #[inline(always)]
-    fn holding(&self, i: usize, fp: u64, key: &E::Key) -> Option<MutexGuard<'_, Held<E>>> {
-        let slot = &self.slots[i];
-        if slot.hint.load(Ordering::Acquire) != fp {
-            return None;
-        }
-        let held = lock(&slot.held);
-        (held.fp == fp && held.entry.is(key)).then_some(held)
-    }
-
-    /// The slot holding `key` (fingerprint `fp`, located at `loc`), locked.
-    ///
-    /// Inline: out of line, the locked guard came back through memory and the caller
-    /// saved and restored its registers around the call (a keyed sliding-log check at
-    /// 1,000 keys: 44.3 ns out of line, 39.1 ns inline).
-    #[inline(always)]
-    pub(crate) fn find(
-        &self,
-        fp: u64,
-        key: &E::Key,
-        loc: &Location,
-    ) -> Option<(usize, MutexGuard<'_, Held<E>>)> {
-        // The key's first slot in each group first, where about nine keys in ten sit;
-        // then the whole probe order (a key is never present twice, so whichever slot
-        // confirms it is the key's).
-        let [a, b] = loc.groups;
-        let [sa, sb] = loc.starts;
-        for i in [a + sa, b + sb] {
-            if let Some(held) = self.holding(i, fp, key) {
-                return Some((i, held));
-            }
-        }
-        for (_, i) in loc.probe(self.geo.group()) {
-            if let Some(held) = self.holding(i, fp, key) {
-                return Some((i, held));
-            }
-        }
-        self.find_displaced(fp, key)
-    }
-
-    /// The slot holding `key` outside its groups, while any key is displaced.
-    fn find_displaced(&self, fp: u64, key: &E::Key) -> Option<(usize, MutexGuard<'_, Held<E>>)> {
-        let room = self.room.as_ref()?;
-        if room.displaced.load(Ordering::Acquire) == 0 {
-            return None;
-        }
-        (0..self.slots.len()).find_map(|i| self.holding(i, fp, key).map(|h| (i, h)))
     }
 
     /// Finds or installs `key` (fingerprint `fp`, located at `loc`) under its claim

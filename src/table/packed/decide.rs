@@ -194,7 +194,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         let reading = std::cell::Cell::new(reading);
         let now = || reading.take().unwrap_or_else(&now);
         let reload = || self.tiers().get(tier);
-        let run = |p| self.decide_run(h, &now, cost, p, absent.take());
+        let run = |p| self.decide_run(h, now, cost, p, absent.take());
         crate::table::tiers::fresh(params, cost, reload, A::burst, run).ok()
     }
 
