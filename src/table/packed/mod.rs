@@ -62,15 +62,16 @@
 
 use super::claim::{ClaimLocks, OnFull};
 use super::counters::{new_shards, totals, Shard, Stripes, Totals};
-use super::generation::{self, MATCH_BITS};
-use super::geometry::{Geometry, Location, MAX_KEYS};
+use super::generation;
+use super::geometry::{Geometry, MAX_KEYS};
 use super::tiers::Tiers;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
-use crate::sync::{advise_huge_pages, prefetch, AtomicU128, Ordering};
+use crate::sync::{advise_huge_pages, AtomicU128, Ordering};
 use crate::Decision;
 use crossbeam_utils::CachePadded;
 use rates::Rates;
+use scan::Scan;
 
 /// The key word of a slot word (see `table::generation`: the key's tag and its
 /// state's generation).
@@ -117,12 +118,6 @@ pub(super) struct Stored {
     pub(super) installed: u64,
 }
 
-/// The outcome of a scan of a key's candidate groups.
-enum Scan {
-    Found(usize, u128),
-    Absent { first_empty: Option<usize> },
-}
-
 /// What [`PackedTable::survey`] finds in a key's full groups.
 enum Survey {
     /// The key (inserted meanwhile).
@@ -131,21 +126,6 @@ enum Survey {
     Free,
     /// Only live entries; the soonest goes idle at `soonest`.
     Live { soonest: u64 },
-}
-
-impl Scan {
-    /// The scan a fast path's miss (`PackedTable::decide_found`'s `Err`) reports, for the
-    /// slow path to start from: `None` when the key's slot went to another key (the
-    /// slow path scans again).
-    fn resume(missed: usize) -> Option<Scan> {
-        match missed {
-            MOVED => None,
-            FULL => Some(Scan::Absent { first_empty: None }),
-            e => Some(Scan::Absent {
-                first_empty: Some(e),
-            }),
-        }
-    }
 }
 
 /// Four slots on one cache line, so that a group of 12 slots is 3 whole lines.
@@ -323,100 +303,6 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         (occupied, active)
     }
 
-    /// Scans the key's candidate groups in canonical order.
-    #[inline(always)]
-    fn scan(&self, fp: u64, loc: &Location) -> Scan {
-        self.scan_with(fp, loc, |slot| slot.load(Ordering::Acquire))
-    }
-
-    /// [`scan`](Self::scan) reading each slot with `load` (the hit path's inline load).
-    #[inline(always)]
-    fn scan_with(&self, fp: u64, loc: &Location, load: impl Fn(&AtomicU128) -> u128) -> Scan {
-        let [a, b] = loc.groups;
-        let [mut ja, mut jb] = loc.starts;
-        let group = self.geo.group();
-        let slots = self.slots();
-        // The first empty slot ends the scan: the key is not further on (see the
-        // protocol: a key sits at the first slot that was empty in its order when it
-        // was installed, and slots never become empty again, so every slot before
-        // it is occupied for good).
-        let check = |i: usize, w: u128| -> Option<Scan> {
-            match fp_of(w) {
-                f if generation::holds(f, fp) => Some(Scan::Found(i, w)),
-                0 => Some(Scan::Absent {
-                    first_empty: Some(i),
-                }),
-                _ => None,
-            }
-        };
-        // A pair of slots, one from each group, loaded together: the match is picked
-        // without a branch on which of the two holds it. For a random key stream that
-        // branch went either way at random, a mispredicted jump on most decisions. The
-        // test "either is the key" is written as "the smaller difference is zero",
-        // which the compiler keeps as one branch (`hit_a | hit_b` became two). The key
-        // is in at most one of them. The first slot is known not to be empty (the
-        // caller's test); the second, if empty, ends the scan.
-        let pair = |(ia, wa): (usize, u128), (ib, wb): (usize, u128)| -> Option<Scan> {
-            if ((fp_of(wa) | MATCH_BITS) ^ fp).min((fp_of(wb) | MATCH_BITS) ^ fp) == 0 {
-                let (i, w) = if generation::holds(fp_of(wa), fp) {
-                    (ia, wa)
-                } else {
-                    (ib, wb)
-                };
-                return Some(Scan::Found(i, w));
-            }
-            (fp_of(wb) == 0).then_some(Scan::Absent {
-                first_empty: Some(ib),
-            })
-        };
-        // The order of `Location::probe`, written out so it compiles to tight loops.
-        if a == b {
-            for _ in 0..group {
-                let i = a + ja;
-                if let Some(found) = check(i, load(slots.get(i))) {
-                    return found;
-                }
-                ja = if ja + 1 == group { 0 } else { ja + 1 };
-            }
-        } else {
-            // Pairs all the way: the slots of both groups at each step are loaded
-            // together and the match picked without a branch on which of the two
-            // holds it. For a random stream over the keys of a table the caches hold,
-            // that branch (and the one on whether the first slot is the key's) went
-            // either way at random, a mispredicted jump on about half the decisions:
-            // at 1,000 keys 20.5 -> 17.4 ns per hit, for 14 more instructions and
-            // +1.1 ns on a hot key (the second load), against one slot at a time.
-            // In a table larger than the caches the two loads are cache misses, and
-            // the second group's is asked for first (`prefetch`) so that it overlaps
-            // the first even when the branch below goes the unusual way.
-            if self.large {
-                prefetch(slots.get(b + jb));
-            }
-            for _ in 0..group {
-                let (ia, ib) = (a + ja, b + jb);
-                let wa = load(slots.get(ia));
-                // An empty slot of the first group ends the scan before the second
-                // group's slot is read: it comes first in the key's order. A table
-                // filling up (a random stream of new keys) then waits for one cache
-                // miss per key instead of two (first fill of 1,000,000 keys: 174 ->
-                // 113 ns per decision); on a table of present keys the branch is never
-                // taken and the second load still issues alongside the first.
-                if fp_of(wa) == 0 {
-                    return Scan::Absent {
-                        first_empty: Some(ia),
-                    };
-                }
-                let wb = load(slots.get(ib));
-                if let Some(done) = pair((ia, wa), (ib, wb)) {
-                    return done;
-                }
-                ja = if ja + 1 == group { 0 } else { ja + 1 };
-                jb = if jb + 1 == group { 0 } else { jb + 1 };
-            }
-        }
-        Scan::Absent { first_empty: None }
-    }
-
     /// `kw`, a state converted to another rate class, with a new generation taken from
     /// shard `shard`'s next epoch (as a reset takes one), and that epoch. Out of line:
     /// only a request of another tier's rate, or a rate retired, converts.
@@ -513,5 +399,6 @@ mod booked;
 mod claim;
 mod decide;
 pub(crate) mod rates;
+mod scan;
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests;
