@@ -15,7 +15,9 @@
 //!   `sliding-window`, `sliding-log` (the shootout's quotas), `governor`, `dashmap`,
 //!   `floor16`.
 //! - `WORKLOAD`: `hot`, `1k`, `1M` (every key inserted first, then N decisions on a
-//!   random stream over them, as the shootout's), `fill` (N never-seen keys into a
+//!   random stream over them, as the shootout's), `zipf` (criterion's `keyed/1M zipf
+//!   s=1` stream: 2^21 draws by Zipf's law over 1,000,000 keys, inserted by one pass
+//!   over it, then N decisions walking it), `fill` (N never-seen keys into a
 //!   table built for 1,000,000), `flood` (400,000 keys into a table built for 100,000
 //!   at one request per hour, so its windows are full of live keys, then N never-seen
 //!   keys).
@@ -122,7 +124,7 @@ fn each(limiter: &dyn Limiter, keys: &[u64]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: probe LIMITER hot|1k|1M|fill|flood N [--time]";
+    let usage = "usage: probe LIMITER hot|1k|1M|zipf|fill|flood N [--time]";
     let (Some(name), Some(workload), Some(Ok(n))) = (
         args.get(1),
         args.get(2),
@@ -135,7 +137,7 @@ fn main() {
     let (rate, keys) = match workload.as_str() {
         "hot" => (Rate::OPEN, 1),
         "1k" => (Rate::OPEN, 1_000),
-        "1M" => (Rate::OPEN, 1_000_000),
+        "1M" | "zipf" => (Rate::OPEN, 1_000_000),
         "fill" => (Rate::OPEN, 1_000_000),
         "flood" => (Rate::SHUT, 100_000),
         _ => {
@@ -163,14 +165,23 @@ fn main() {
             }
         }
         _ => {
-            let all = workload::fresh_keys(keys, 0, 7);
-            each(limiter, &all);
-            // A random stream over the keys, 2^20 long (as the shootout's).
-            let mut rng = fastrand::Rng::with_seed(5);
-            let stream: Vec<u64> = (0..1 << 20).map(|_| all[rng.usize(..all.len())]).collect();
+            let stream: Vec<u64> = if workload == "zipf" {
+                // Criterion's `keyed/1M zipf s=1` stream (2^21 draws), its keys inserted
+                // by one pass over it.
+                let stream = workload::Workload::zipf("1M zipf", keys, 1.0, 3).keys;
+                each(limiter, &stream);
+                stream
+            } else {
+                let all = workload::fresh_keys(keys, 0, 7);
+                each(limiter, &all);
+                // A random stream over the keys, 2^20 long (as the shootout's).
+                let mut rng = fastrand::Rng::with_seed(5);
+                (0..1 << 20).map(|_| all[rng.usize(..all.len())]).collect()
+            };
+            let mask = stream.len() - 1;
             let run = || {
                 for i in 0..n {
-                    black_box(limiter.check(black_box(stream[i & ((1 << 20) - 1)])));
+                    black_box(limiter.check(black_box(stream[i & mask])));
                 }
             };
             if !time {
