@@ -12,7 +12,7 @@ use tollgate_fuzz::budget::{self as q, Under};
 use tollgate_fuzz::check::{self, decision, promise, Trace};
 use tollgate_fuzz::model::budget::{Budget, Rec};
 use tollgate_fuzz::model::{Algo, Params};
-use tollgate_fuzz::spec::{QuotaSpec, Step};
+use tollgate_fuzz::spec::{QuotaSpec, Step, SET_FROM};
 
 #[derive(Arbitrary, Debug)]
 enum Op {
@@ -71,6 +71,8 @@ struct Run<'l> {
     tiers: Vec<Params>,
     built_limit: u32,
     t: u128,
+    /// The newest reading so far: a reading older than it is a clock stepped back.
+    newest: u128,
     u: Under<'l>,
     /// One model per key (a single limiter is key 0).
     m: Vec<Budget>,
@@ -92,6 +94,7 @@ impl<'l> Run<'l> {
             built_limit: tiers[0].limit,
             tiers,
             t: 0,
+            newest: 0,
             u,
             m: (0..keys).map(|_| Budget::new(algo, ring)).collect(),
             clock,
@@ -162,9 +165,18 @@ impl<'l> Run<'l> {
             m.settle(t, &self.tiers[0]);
         }
         match *op {
+            Op::Advance(s) if s.unit >= SET_FROM => {
+                self.t = s.moved(t, self.tiers[0].period);
+                self.clock.set(Duration::from_nanos(self.t as u64));
+                self.newest = self.newest.max(self.t);
+                check::behind(self.t < self.newest);
+                self.trace.push(format!("t={} clock set from {t}", self.t));
+            }
             Op::Advance(s) => {
                 let d = s.nanos() % (3 * self.tiers[0].period);
                 self.t += d;
+                self.newest = self.newest.max(self.t);
+                check::behind(self.t < self.newest);
                 self.clock.advance(Duration::from_nanos(d as u64));
                 self.trace.push(format!("t={} advance {d}", self.t));
             }
@@ -232,7 +244,7 @@ impl<'l> Run<'l> {
                 let (c, r, k) = &mut self.held[i];
                 let k = *k;
                 // Parts of up to the whole cost and one more.
-                let n = u32::from(n) % (r.taken + 2);
+                let n = (u64::from(n) % (u64::from(r.taken) + 2)) as u32;
                 c.give_back(n);
                 let tier = 0;
                 self.m[k].refund(t, r, n, &self.tiers[tier]);
@@ -274,8 +286,18 @@ impl<'l> Run<'l> {
         let t = self.t;
         let (k, tier) = self.key(key);
         let p = self.tiers[tier];
-        let n = u32::from(n) % (3 * p.cap() + 3);
-        let bound = max_owed.map(|m| u32::from(m) % (2 * p.cap() + 2));
+        let mut n = u32::from(n) % (3 * p.cap() + 3);
+        // A bound byte from 0xF0 asks for a debt past 2^32 requests: `max_owed` near
+        // `u32::MAX`, and from 0xF8 on a bucket a cost near it too (repeated, it reaches
+        // what a u32 cannot count).
+        let bound = max_owed.map(|m| match m {
+            0xF8.. if self.algo.is_bucket() => {
+                n = u32::MAX - u32::from(n);
+                u32::MAX
+            }
+            0xF0.. => u32::MAX - u32::from(m & 0xF),
+            _ => u32::from(m) % (2 * p.cap() + 2),
+        });
         let c = self.u.charge(k, tier, n, bound);
         self.trace.push(format!(
             "t={t} key {k} tier {tier} charge_owing({n}, {bound:?}) -> taken {} owed {} dropped {}",

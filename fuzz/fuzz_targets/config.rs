@@ -8,7 +8,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::time::Duration;
-use tollgate::{ManualClock, Quota, RateLimiter, Reservation, ReserveError};
+use tollgate::{Clock, ManualClock, Quota, RateLimiter, Reservation, ReserveError};
 use tollgate_fuzz::check::{self, decision, promise, Trace};
 use tollgate_fuzz::model::{Algo, Lim, Params, Reserved, HORIZON};
 
@@ -136,6 +136,7 @@ fn run(input: Input) {
     let mut m = Lim::new(algo);
     let mut t = u128::from(start).min(HORIZON);
     let mut held = Vec::new();
+    let mut newest_t = t;
     check::start();
     for op in input.ops.iter().take(8) {
         if check::stopped() {
@@ -187,10 +188,24 @@ fn run(input: Input) {
                 m.convert(t, &np);
                 p = np;
             }
+            Op::Advance(Num::Pow2(x)) if x & 128 != 0 => {
+                // A step back (bit 7 of a power of two, unused before): by 2^k ns, a
+                // skew to a reset (DESIGN: "a clock reading older than the state is
+                // treated as the state's time").
+                let back = (1u64 << (x % 64)) + u64::from(x & 64 != 0);
+                let now = clock.now().saturating_sub(back);
+                clock.set(Duration::from_nanos(now));
+                t = u128::from(now).min(HORIZON);
+                newest_t = newest_t.max(t);
+                check::behind(t < newest_t);
+                trace.push(format!("t={t} clock set back by {back}"));
+            }
             Op::Advance(d) => {
                 let d = d.get(1 << 62);
                 clock.advance(Duration::from_nanos(d));
                 t = (t + u128::from(d)).min(HORIZON);
+                newest_t = newest_t.max(t);
+                check::behind(t < newest_t);
                 trace.push(format!("t={t} advance {d}"));
             }
             Op::CheckN(n) => {

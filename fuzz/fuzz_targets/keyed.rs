@@ -12,8 +12,8 @@ use tollgate::{
 };
 use tollgate_fuzz::check::{self, decision, promise, Trace};
 use tollgate_fuzz::model::table::{self, Full, Table};
-use tollgate_fuzz::model::{Algo, Booking, Expect, Params, Reserved};
-use tollgate_fuzz::spec::{QuotaSpec, Step};
+use tollgate_fuzz::model::{Algo, Booking, Expect, Lim, Params, Reserved};
+use tollgate_fuzz::spec::{QuotaSpec, Step, SET_FROM};
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 struct Req {
@@ -53,6 +53,8 @@ type Keyed = KeyedRateLimiter<u64, ManualClock>;
 struct Run<'l> {
     algo: Algo,
     t: u128,
+    /// The newest reading so far: a reading older than it is a clock stepped back.
+    newest: u128,
     m: Table,
     l: &'l Keyed,
     wall: &'l RateLimiter<ManualClock>,
@@ -95,6 +97,7 @@ fn run(input: Input) {
     let mut r = Run {
         algo,
         t: 0,
+        newest: 0,
         m: Table::new(algo, tiers.clone(), max_keys, full),
         l: &l,
         wall: &wall,
@@ -199,12 +202,13 @@ impl<'l> Run<'l> {
         let (mut gone, mut unsure) = (Vec::new(), Vec::new());
         for (&k, s) in &self.m.keys {
             let Some(s) = s else { continue };
-            if k == key || s.is_idle(t, &p0) {
+            if k == key || s.is_idle(t.max(self.m.floor), &p0) {
                 continue;
             }
             let d = self.l.peek(&k);
             let kept = s.decide(t, 1, &p0).is_some_and(|e| same(&d, &e));
-            let fresh = tollgate_fuzz::model::Lim::new(self.algo)
+            // An evicted key is missing: decided no earlier than the floor.
+            let fresh = Lim::fresh_at(self.algo, self.m.floor)
                 .decide(t, 1, &p0)
                 .is_some_and(|e| same(&d, &e));
             match (kept, fresh) {
@@ -265,19 +269,64 @@ impl<'l> Run<'l> {
     /// soonest active entry frees up.
     fn keyed<R>(&mut self, key: u64, op: impl FnOnce(&Self) -> R) -> (R, Fate, bool, Option<u128>) {
         let t = self.t;
+        // A claim for a missing key ranks the entries no earlier than the floor.
+        let tf = t.max(self.m.floor);
         let new = self.m.is_new(key, t);
-        let active = self.m.active(t).len();
+        let active = self.m.active(tf).len();
         let legal = if new {
-            self.m.legal_victims(t, key)
+            self.m.legal_victims(tf, key)
         } else {
             Vec::new()
         };
-        let soonest = self.m.soonest_idle(t);
+        let soonest = self.m.soonest_idle(tf);
         let before = self.l.stats();
         let r = op(self);
+        let after = self.l.stats();
+        if after.evictions > before.evictions || after.idle_reclaims > before.idle_reclaims {
+            self.m.floor = tf;
+        }
         let fate = self.fate(&before);
         let own = self.judge(key, new, &fate, &legal, active);
         (r, fate, own, soonest.map(|s| s - t))
+    }
+}
+
+impl Run<'_> {
+    /// A new key's request decided on each of its candidate states (`Table::candidates`):
+    /// the one whose answer the engine gave (`fits`), a tie settled by a peek of what
+    /// each left; `None` when even that cannot tell (the key is then unknown). A lone
+    /// candidate, or none that fits, is returned as is for the caller to compare.
+    fn resolve<X>(
+        &mut self,
+        key: u64,
+        cands: Vec<Lim>,
+        mut run: impl FnMut(&mut Lim) -> X,
+        fits: impl Fn(&X) -> bool,
+    ) -> Option<(Lim, X)> {
+        let mut outs: Vec<(Lim, X)> = cands
+            .into_iter()
+            .map(|mut s| {
+                let x = run(&mut s);
+                (s, x)
+            })
+            .collect();
+        if outs.len() > 1 && outs.iter().any(|(_, x)| fits(x)) {
+            outs.retain(|(_, x)| fits(x));
+        }
+        if outs.len() > 1 {
+            let p0 = self.m.p0();
+            let d = self.l.peek_n(&key, 0).expect("0 fits");
+            outs.retain(|(s, _)| {
+                s.decide(self.t, 0, &p0).is_some_and(|e| {
+                    e.remaining == d.remaining() && e.reset_after == d.reset_after().as_nanos()
+                })
+            });
+            if outs.len() != 1 {
+                self.m.keys.insert(key, None);
+                return None;
+            }
+        }
+        outs.pop()
     }
 }
 

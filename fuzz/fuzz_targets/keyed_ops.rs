@@ -7,9 +7,18 @@ impl<'l> Run<'l> {
     pub(super) fn step(&mut self, op: &Op) {
         let t = self.t;
         match *op {
+            Op::Advance(s) if s.unit >= SET_FROM => {
+                self.t = s.moved(t, self.m.p0().period);
+                self.clock.set(Duration::from_nanos(self.t as u64));
+                self.newest = self.newest.max(self.t);
+                check::behind(self.t < self.newest);
+                self.trace.push(format!("t={} clock set from {t}", self.t));
+            }
             Op::Advance(s) => {
                 let d = s.nanos();
                 self.t += d;
+                self.newest = self.newest.max(self.t);
+                check::behind(self.t < self.newest);
                 self.clock.advance(Duration::from_nanos(d as u64));
                 self.trace.push(format!("t={} advance {d}", self.t));
             }
@@ -49,8 +58,13 @@ impl<'l> Run<'l> {
                     "t={t} {}({key})",
                     if reset { "reset" } else { "remove" }
                 ));
-                let f = self.m.fresh();
-                self.m.keys.insert(key, Some(f));
+                if reset {
+                    let f = self.m.fresh();
+                    self.m.keys.insert(key, Some(f));
+                } else {
+                    // Removed: the key is missing (decided no earlier than the floor).
+                    self.m.keys.remove(&key);
+                }
                 self.verify(key, table::RESET, "peek(key) after reset/remove");
             }
             Op::SetQuota(i, q) => {
@@ -104,22 +118,23 @@ impl<'l> Run<'l> {
         if self.m.is_new(key, t) && self.m.active(t).len() >= self.m.max_keys {
             return; // a peek of a new key in a full table: not stated
         }
-        let Some(Some(s)) = self
-            .m
-            .keys
-            .get(&key)
-            .cloned()
-            .or(Some(Some(self.m.fresh())))
-        else {
+        if matches!(self.m.keys.get(&key), Some(None)) {
+            return;
+        }
+        let cands = if self.m.is_new(key, t) {
+            self.m.candidates(key, t)
+        } else {
+            self.m.keys[&key].iter().cloned().collect()
+        };
+        let Ok(d) = self.l.peek_n(&key, 1) else {
             return;
         };
-        let e = if self.m.is_new(key, t) {
-            self.m.fresh().decide(t, 1, &p)
-        } else {
-            s.decide(t, 1, &p)
-        };
-        if let (Some(e), Ok(d)) = (e, self.l.peek_n(&key, 1)) {
-            decision(self.algo, Some(ctx), what, &d, &e, &self.trace);
+        let es: Vec<Expect> = cands.iter().filter_map(|s| s.decide(t, 1, &p)).collect();
+        if es.iter().any(|e| same(&d, e)) {
+            return;
+        }
+        if let Some(e) = es.last() {
+            decision(self.algo, Some(ctx), what, &d, e, &self.trace);
         }
     }
 
@@ -160,9 +175,18 @@ impl<'l> Run<'l> {
         if !own {
             return;
         }
-        if let Some(s) = self.m.state_for(key, t) {
-            let e = s.check(t, n, &p).expect("fits");
+        let cands = self.m.candidates(key, t);
+        if cands.is_empty() {
+            if let Some(s) = self.m.state_for(key, t) {
+                let e = s.check(t, n, &p).expect("fits");
+                decision(self.algo, None, "check_n(key)", &d, &e, &self.trace);
+            }
+            return;
+        }
+        let run = |s: &mut Lim| s.check(t, n, &p).expect("fits");
+        if let Some((s, e)) = self.resolve(key, cands, run, |e| same(&d, e)) {
             decision(self.algo, None, "check_n(key)", &d, &e, &self.trace);
+            self.m.keys.insert(key, Some(s));
         }
     }
 
@@ -208,7 +232,26 @@ impl<'l> Run<'l> {
         let e = match self.m.keys.get(&key) {
             Some(None) => return,
             Some(Some(s)) if !new => s.decide(t, n, &p),
-            _ => self.m.fresh().decide(t, n, &p),
+            _ => {
+                // A new key: any of its candidate states may answer.
+                let es: Vec<Option<Expect>> = self
+                    .m
+                    .candidates(key, t)
+                    .iter()
+                    .map(|s| s.decide(t, n, &p))
+                    .collect();
+                let hit = got.as_ref().ok().and_then(|d| {
+                    es.iter().flatten().find(|e| {
+                        if n == 0 {
+                            e.remaining == d.remaining()
+                                && e.reset_after == d.reset_after().as_nanos()
+                        } else {
+                            same(d, e)
+                        }
+                    })
+                });
+                hit.copied().or(es.last().copied().flatten())
+            }
         };
         match (e, got) {
             (Some(e), Ok(d)) if n == 0 => {
@@ -304,10 +347,27 @@ impl<'l> Run<'l> {
         if !own {
             return;
         }
-        let Some(s) = self.m.state_for(key, t) else {
-            return;
+        let cands = self.m.candidates(key, t);
+        let e = if cands.is_empty() {
+            let Some(s) = self.m.state_for(key, t) else {
+                return;
+            };
+            s.reserve(t, n, mw, &p)
+        } else {
+            let got_wait = got.as_ref().map(|r| r.wait_time().as_nanos());
+            let fits = |e: &Reserved| match (e, &got_wait) {
+                (Reserved::Ok { wait, .. }, Ok(w)) => wait == w,
+                (Reserved::TooLong { .. }, Err(_)) => true,
+                _ => false,
+            };
+            match self.resolve(key, cands, |s| s.reserve(t, n, mw, &p), fits) {
+                Some((s, e)) => {
+                    self.m.keys.insert(key, Some(s));
+                    e
+                }
+                None => return,
+            }
         };
-        let e = s.reserve(t, n, mw, &p);
         match (e, got) {
             (Reserved::Ok { wait, booking }, Ok(res)) => {
                 promise(
@@ -405,8 +465,10 @@ impl<'l> Run<'l> {
         );
         if own && fate == Fate::Normal {
             // MODEL CHOICE: the booking's conversion to the tier's rate stays; nothing else.
-            if let Some(s) = self.m.state_for(key, t) {
-                s.convert(t, &p);
+            if !self.m.is_new(key, t) {
+                if let Some(s) = self.m.state_for(key, t) {
+                    s.convert(t, &p);
+                }
             }
         }
         self.verify(

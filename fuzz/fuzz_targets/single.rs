@@ -10,7 +10,7 @@ use tollgate::{
 };
 use tollgate_fuzz::check::{self, decision, promise, Trace};
 use tollgate_fuzz::model::{Algo, Booking, Lim, Params, Reserved};
-use tollgate_fuzz::spec::{QuotaSpec, Step};
+use tollgate_fuzz::spec::{QuotaSpec, Step, SET_FROM};
 
 #[derive(Arbitrary, Debug)]
 enum Op {
@@ -63,6 +63,8 @@ struct Run<'l> {
     p: Params,
     built_limit: u32,
     t: u128,
+    /// The newest reading so far: a reading older than it is a clock stepped back.
+    newest: u128,
     m: Lim,
     l: &'l RateLimiter<ManualClock>,
     wall: &'l RateLimiter<ManualClock>,
@@ -86,6 +88,7 @@ fn run(input: Input) {
         p,
         built_limit: p.limit,
         t: 0,
+        newest: 0,
         m: Lim::new(algo),
         l: &l,
         wall: &w,
@@ -117,9 +120,18 @@ impl<'l> Run<'l> {
         let t = self.t;
         let p = self.p;
         match *op {
+            Op::Advance(s) if s.unit >= SET_FROM => {
+                self.t = s.moved(t, p.period);
+                self.clock.set(Duration::from_nanos(self.t as u64));
+                self.newest = self.newest.max(self.t);
+                check::behind(self.t < self.newest);
+                self.trace.push(format!("t={} clock set from {t}", self.t));
+            }
             Op::Advance(s) => {
                 let d = s.nanos();
                 self.t += d;
+                self.newest = self.newest.max(self.t);
+                check::behind(self.t < self.newest);
                 self.clock.advance(Duration::from_nanos(d as u64));
                 self.trace.push(format!("t={} advance {d}", self.t));
             }

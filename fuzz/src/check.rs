@@ -26,6 +26,7 @@ pub const TOO_LONG: &str = "ReserveError::TooLong::max_wait: \"The longest wait 
 pub const SET_QUOTA_BUCKET: &str = "README: \"a bucket's debt at the change `c` is converted into the new quota's requests, `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`, rounded up so the limit is never exceeded\"";
 pub const SET_QUOTA_WINDOW: &str = "README: \"The windows keep their counts and apply the new limit at once\"; \"The sliding log keeps its timestamps\"";
 pub const CONVERTED_NOTHING: &str = "README: \"after a `set_quota` or tier change that converted a bucket's state to another rate, nothing either (the booking was converted with the rest; each booking records the rate it was counted at)\"";
+pub const CLOCK: &str = "DESIGN (API contract): \"Time never runs backwards inside the engine: a clock reading older than the state is treated as the state's time\" (src/clock/mod.rs: \"the engine never lets such a reading move state backwards or re-earn capacity, it treats a reading older than the state as the state's time\"; waits are measured from the caller's reading: \"never too early for the caller whose clock read it\")";
 pub const PEEK: &str = "README: \"`peek()` ... returns the decision a request would get now without consuming anything or inserting the key\"";
 
 pub fn admit_quote(a: Algo) -> &'static str {
@@ -77,6 +78,7 @@ impl Trace {
 
 thread_local! {
     static STOPPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static BEHIND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static SKIP: Vec<String> = patterns("TOLLGATE_FUZZ_SKIP");
     static ONLY: Vec<String> = patterns("TOLLGATE_FUZZ_ONLY");
 }
@@ -106,6 +108,13 @@ pub fn stopped() -> bool {
 /// Starts a run.
 pub fn start() {
     STOPPED.with(|s| s.set(false));
+    BEHIND.with(|s| s.set(false));
+}
+
+/// Whether the clock now reads older than its newest reading of the run (it was stepped
+/// back): every violation then quotes the clock's promise too ([`CLOCK`]).
+pub fn behind(b: bool) {
+    BEHIND.with(|s| s.set(b));
 }
 
 /// Panics with the README sentence when `cond` fails; with `TOLLGATE_FUZZ_SKIP` set to
@@ -119,6 +128,11 @@ pub fn promise(cond: bool, quote: &str, detail: std::fmt::Arguments<'_>, trace: 
         return;
     }
     if !cond {
+        let quote = if BEHIND.with(|b| b.get()) {
+            format!("{quote}\n(the clock stepped back: {CLOCK})")
+        } else {
+            quote.to_string()
+        };
         let msg = format!("{quote}\n  violated: {detail}\n{}", trace.dump());
         let only = ONLY.with(|o| o.is_empty() || matches(o, &msg));
         if !only || SKIP.with(|k| matches(k, &msg)) {

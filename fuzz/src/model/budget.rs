@@ -93,11 +93,23 @@ impl Budget {
     /// Brings the log to `t`: a loose model is exact again once everything written has
     /// left the window.
     pub fn settle(&mut self, t: u128, p: &Params) {
+        let t = self.at(t, p);
         if self.algo == Algo::Log && self.newest + p.period <= t {
             self.loose = false;
         }
         if !self.algo.is_bucket() {
             self.e.prune(t, p);
+        }
+    }
+
+    /// The time a reading `t` is decided at: the buckets decide at the reading itself
+    /// (README: "admitted iff `max(TAT, t) + n·T − t ≤ burst·T`"), the windows and the
+    /// log at the state's time when the reading is older (`Entries::eff`).
+    pub fn at(&self, t: u128, p: &Params) -> u128 {
+        if self.algo.is_bucket() {
+            t
+        } else {
+            self.e.eff(t, p)
         }
     }
 
@@ -138,6 +150,7 @@ impl Budget {
                 wt: p.t(),
                 slots: Vec::new(),
                 was_past_horizon: false,
+                floor: 0,
             };
             g.decide(t, n, p)
         } else {
@@ -154,7 +167,7 @@ impl Budget {
                 self.tat = self.tat.max(t) + u128::from(n) * p.t();
                 self.wt = p.t();
             } else {
-                self.push(t, n, 0, p);
+                self.push(self.at(t, p), n, 0, p);
             }
         }
         d
@@ -171,6 +184,7 @@ impl Budget {
         });
         self.stored = t / p.period;
         self.newest = t;
+        self.e.now = self.e.now.max(t);
         self.last = (id != 0).then_some(id);
     }
 
@@ -209,6 +223,7 @@ impl Budget {
         // stores the conversion.
         let before = (self.tat, self.wt, self.epoch);
         self.convert(t, p);
+        let t = self.at(t, p);
         let id = self.fresh_id();
         let big_p = p.period;
         let l = u128::from(p.limit);
@@ -279,7 +294,8 @@ impl Budget {
             window: t / big_p,
             at: t,
         };
-        (taken, owed as u32, rec)
+        // README (item 2 of issue 37): `owed` saturates, never wraps past 2^32.
+        (taken, u32::try_from(owed).unwrap_or(u32::MAX), rec)
     }
 
     /// The stateless `give_back(n)` at `t`: how many were given back, `None` when the
@@ -288,6 +304,7 @@ impl Budget {
         // As a charge: a give-back of nothing writes nothing.
         let before = (self.tat, self.wt, self.epoch);
         self.convert(t, p);
+        let t = self.at(t, p);
         let big_p = p.period;
         let k = t / big_p;
         let given = match self.algo {
@@ -332,6 +349,7 @@ impl Budget {
         };
         if given > 0 && matches!(self.algo, Algo::Fixed | Algo::Sliding) {
             self.stored = k;
+            self.e.now = self.e.now.max(t);
         }
         if given == 0 {
             (self.tat, self.wt, self.epoch) = before;
@@ -385,7 +403,7 @@ impl Budget {
 
     /// A loose log's admission of `n` at `t`, as the engine decided it.
     pub fn force(&mut self, t: u128, n: u32, p: &Params) {
-        self.push(t, n, 0, p);
+        self.push(self.at(t, p), n, 0, p);
     }
 
     /// A loose log's stateless give-back of what the engine gave, `g`: its newest.
@@ -399,6 +417,7 @@ impl Budget {
     /// The log's bound while loose: a request of `n` may be admitted only when what is
     /// truly held in `(t − P, t]` leaves room for it.
     pub fn log_room(&self, t: u128, n: u32, p: &Params) -> bool {
+        let t = self.at(t, p);
         let live: u128 = self
             .e
             .v

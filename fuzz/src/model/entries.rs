@@ -28,9 +28,24 @@ pub struct Entry {
 #[derive(Clone, Debug, Default)]
 pub struct Entries {
     pub v: Vec<Entry>,
+    /// The state's time: the latest time a write was decided at (0 for a fresh state).
+    /// DESIGN: "Time never runs backwards inside the engine: a clock reading older than
+    /// the state is treated as the state's time".
+    pub now: u128,
 }
 
 impl Entries {
+    /// The time a reading `t` is decided at: the state's time when the reading is older.
+    /// A window's state records only its window (README, Bounds: "The windows decide it
+    /// in the state's later window"), so a reading behind it is decided at that window's
+    /// start; the log records its newest entry's time.
+    pub fn eff(&self, t: u128, p: &Params) -> u128 {
+        match p.algo {
+            Algo::Log => t.max(self.now),
+            _ => t.max(self.now / p.period * p.period),
+        }
+    }
+
     fn count(&self, w: u128, p: &Params) -> u128 {
         self.v
             .iter()
@@ -156,25 +171,29 @@ impl Entries {
         }
     }
 
+    /// The decision for `n` read at `t`: decided at the state's time when the reading is
+    /// older, every wait measured from the reading itself.
     pub fn decide(&self, t: u128, n: u32, p: &Params) -> Expect {
-        let at = self.earliest(t, n, p);
-        let allowed = at == t;
+        let e = self.eff(t, p);
+        let at = self.earliest(e, n, p);
+        let allowed = at == e;
         let mut after = self.clone();
         if allowed && n > 0 {
             after.v.push(Entry {
-                ts: t,
+                ts: e,
                 n,
                 id: 0,
                 future: false,
                 window_ahead: false,
             });
         }
+        let idle = after.idle_at(p);
         Expect {
             allowed,
             limit: p.limit,
             burst: p.limit,
-            remaining: after.remaining(t, p),
-            reset_after: after.idle_at(p).saturating_sub(t),
+            remaining: after.remaining(e, p),
+            reset_after: if idle > e { idle - t } else { 0 },
             retry_after: (!allowed).then_some(at - t),
             delay: 0,
         }
@@ -190,8 +209,10 @@ impl Entries {
         });
     }
 
+    /// Takes `n` decided at `t` (the state's time already applied), due at `at`.
     pub fn take(&mut self, t: u128, at: u128, n: u32, p: &Params, id: u64) {
         self.prune(t, p);
+        self.now = self.now.max(t);
         self.v.push(Entry {
             ts: at,
             n,
@@ -222,6 +243,12 @@ impl Entries {
             return;
         }
         self.v.remove(i);
+        if p.algo == Algo::Log {
+            // A cancel restores the log as it was before the booking: its time is its
+            // newest entry's again (README: "A roll-back gives back exactly what its
+            // booking took").
+            self.now = self.v.iter().filter(|e| !e.future).map(|e| e.ts).max().unwrap_or(0);
+        }
     }
 
     /// The sliding window's weighted count at `t`: `prev·(P − e) + curr·P` (requests ×

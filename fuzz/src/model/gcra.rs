@@ -19,6 +19,10 @@ pub struct Gcra {
     /// clock's horizon, 146 years, ends there"): from then on the model is no longer
     /// exact, even once converted back below it.
     pub was_past_horizon: bool,
+    /// A fresh key of a keyed table found missing: the reading it is decided at until
+    /// its first write (README: a missing key "is decided no earlier than the newest
+    /// reclaim in its shard"); 0 otherwise.
+    pub floor: u128,
 }
 
 impl Gcra {
@@ -56,6 +60,22 @@ impl Gcra {
     }
 
     pub fn decide(&self, t: u128, n: u32, p: &Params) -> Expect {
+        if self.floor > t {
+            // Decided at the floor, every wait measured from the reading.
+            let lag = self.floor - t;
+            let e = Gcra {
+                floor: 0,
+                ..self.clone()
+            }
+            .decide(self.floor, n, p);
+            let from_t = |x: u128| if x == 0 { 0 } else { x + lag };
+            return Expect {
+                reset_after: from_t(e.reset_after),
+                retry_after: e.retry_after.map(|x| x + lag),
+                delay: from_t(e.delay),
+                ..e
+            };
+        }
         let tt = p.t();
         let tau = u128::from(p.burst) * tt;
         let eff = self.effective(t, p);
@@ -85,6 +105,7 @@ impl Gcra {
     /// its release slot for the leaky bucket (its `delay`). MODEL CHOICE: the leaky
     /// bucket's reservation waits for its slot, `max(TAT, t) − t`.
     pub fn proceed_at(&self, t: u128, n: u32, p: &Params) -> u128 {
+        let t = t.max(self.floor);
         let base = self.effective(t, p).max(t);
         match p.algo {
             Algo::Leaky => base,
@@ -96,6 +117,7 @@ impl Gcra {
 
     /// Takes `n` at `t` (already converted to `p`), due at `due`.
     pub fn take(&mut self, t: u128, _due: u128, n: u32, p: &Params, id: u64) {
+        let t = t.max(std::mem::take(&mut self.floor));
         self.tat = self.tat.max(t) + u128::from(n) * p.t();
         self.wt = p.t();
         if p.algo == Algo::Leaky {

@@ -168,6 +168,18 @@ impl Lim {
         }
     }
 
+    /// A fresh state of a keyed table's key found missing, decided no earlier than
+    /// `floor` (README: a request that finds its key missing "is decided no earlier than
+    /// the newest reclaim in its shard"), its waits measured from the reading.
+    pub fn fresh_at(algo: Algo, floor: u128) -> Lim {
+        let mut l = Lim::new(algo);
+        match &mut l.s {
+            State::Gcra(g) => g.floor = floor,
+            State::Entries(e) => e.now = floor,
+        }
+        l
+    }
+
     /// The decision a request of cost `n` gets at `t` under `p`, without committing it.
     /// `None` when `n` can never fit (README: "`Err(InsufficientCapacity)` when 5 can
     /// never fit").
@@ -205,7 +217,11 @@ impl Lim {
             let id = self.fresh_id();
             match &mut self.s {
                 State::Gcra(g) => g.take(t, t, n, p, id),
-                State::Entries(e) => e.take(t, t, n, p, id),
+                State::Entries(e) => {
+                    // Taken at the state's time when the reading is older.
+                    let at = e.eff(t, p);
+                    e.take(at, at, n, p, id)
+                }
             }
         }
         Some(d)
@@ -222,18 +238,24 @@ impl Lim {
                 self.convert(t, p);
             }
         }
-        let at = match &self.s {
-            State::Gcra(g) => g.proceed_at(t, n, p),
-            State::Entries(e) => e.earliest(t, n, p),
+        // The windows and the log decide a reading older than the state at the state's
+        // time (admitted then: no wait); a later booking's wait is measured from the
+        // reading.
+        let (now, at) = match &self.s {
+            State::Gcra(g) => (t.max(g.floor), g.proceed_at(t, n, p)),
+            State::Entries(e) => {
+                let now = e.eff(t, p);
+                (now, e.earliest(now, n, p))
+            }
         };
-        let wait = at - t;
+        let wait = if at == now { 0 } else { at - t };
         if wait > max_wait {
             return Reserved::TooLong { wait };
         }
         let id = self.fresh_id();
         match &mut self.s {
             State::Gcra(g) => g.take(t, at, n, p, id),
-            State::Entries(e) => e.take(t, at, n, p, id),
+            State::Entries(e) => e.take(now, at, n, p, id),
         }
         let tat = match &self.s {
             State::Gcra(g) => g.tat,

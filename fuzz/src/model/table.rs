@@ -40,6 +40,11 @@ pub struct Table {
     /// The entries a log's ring holds: the largest tier's limit at build (`set_quota`
     /// never grows a ring, and a lower limit does not shrink it).
     pub ring: u32,
+    /// The newest reading at which an entry was reclaimed or evicted: a key found
+    /// missing is decided no earlier (README: "A request that read the clock before its
+    /// own key's slot was reclaimed ... finds the key missing and is decided no earlier
+    /// than the newest reclaim in its shard"; a table of at most 8 keys has one shard).
+    pub floor: u128,
 }
 
 impl Table {
@@ -52,6 +57,7 @@ impl Table {
             max_keys,
             full,
             keys: BTreeMap::new(),
+            floor: 0,
         }
     }
 
@@ -92,6 +98,22 @@ impl Table {
             None => true,
             Some(None) => false,
             Some(Some(l)) => l.is_idle(t, &p),
+        }
+    }
+
+    /// The states a new `key` read at `t` may be decided on: a key the model holds no
+    /// entry for is missing (decided no earlier than the floor); one it holds idle may
+    /// have been found idle (decided at the reading, as a fresh key) or reclaimed
+    /// meanwhile (missing). Empty when the key is not new.
+    pub fn candidates(&self, key: u64, t: u128) -> Vec<Lim> {
+        if !self.is_new(key, t) {
+            return Vec::new();
+        }
+        let missing = Lim::fresh_at(self.algo, self.floor.max(t));
+        match self.keys.get(&key) {
+            Some(Some(_)) if t < self.floor => vec![Lim::new(self.algo), missing],
+            Some(Some(_)) => vec![Lim::new(self.algo)],
+            _ => vec![missing],
         }
     }
 
