@@ -208,9 +208,15 @@ impl<'l> Run<'l> {
             let d = self.l.peek(&k);
             let kept = s.decide(t, 1, &p0).is_some_and(|e| same(&d, &e));
             // An evicted key is missing: decided no earlier than the floor.
+            // (Only which key went is read here: a peek measured from the floor, as the
+            // engine's missing keys are today, names it too; the waits are checked at
+            // the key's own requests, `table::FLOOR`.)
             let fresh = Lim::fresh_at(self.algo, self.m.floor)
                 .decide(t, 1, &p0)
-                .is_some_and(|e| same(&d, &e));
+                .is_some_and(|e| same(&d, &e))
+                || Lim::new(self.algo)
+                    .decide(t.max(self.m.floor), 1, &p0)
+                    .is_some_and(|e| same(&d, &e));
             match (kept, fresh) {
                 (false, true) => gone.push(k),
                 (true, true) => unsure.push(k),
@@ -271,7 +277,7 @@ impl<'l> Run<'l> {
         let t = self.t;
         // A claim for a missing key ranks the entries no earlier than the floor.
         let tf = t.max(self.m.floor);
-        let new = self.m.is_new(key, t);
+        let new = self.m.may_claim(key, t);
         let active = self.m.active(tf).len();
         let legal = if new {
             self.m.legal_victims(tf, key)
@@ -285,8 +291,16 @@ impl<'l> Run<'l> {
         if after.evictions > before.evictions || after.idle_reclaims > before.idle_reclaims {
             self.m.floor = tf;
         }
+        if after.idle_reclaims > before.idle_reclaims {
+            self.m.reclaimed(tf, key);
+        }
         let fate = self.fate(&before);
         let own = self.judge(key, new, &fate, &legal, active);
+        if matches!(fate, Fate::Refused | Fate::Untracked) {
+            // Only a missing key is refused or admitted untracked.
+            self.m.keys.remove(&key);
+            self.m.maybe_gone.remove(&key);
+        }
         (r, fate, own, soonest.map(|s| s - t))
     }
 }
@@ -300,33 +314,55 @@ impl Run<'_> {
         &mut self,
         key: u64,
         cands: Vec<Lim>,
-        mut run: impl FnMut(&mut Lim) -> X,
+        mut run: impl FnMut(&mut Lim, u128) -> X,
         fits: impl Fn(&X) -> bool,
     ) -> Option<(Lim, X)> {
-        let mut outs: Vec<(Lim, X)> = cands
+        let (t, floor) = (self.t, self.m.floor);
+        let last = cands.len().saturating_sub(1);
+        // (state, answer, fits, fits only as measured from the floor): the last
+        // candidate is the missing key's, which the engine may (wrongly) answer with its
+        // waits measured from the floor rather than the reading.
+        let mut outs: Vec<(Lim, X, bool, bool)> = cands
             .into_iter()
-            .map(|mut s| {
-                let x = run(&mut s);
-                (s, x)
+            .enumerate()
+            .map(|(i, mut s)| {
+                let x = run(&mut s, t);
+                let fit = fits(&x);
+                let floor_fit = !fit && i == last && t < floor && {
+                    let mut f = Lim::new(self.algo);
+                    fits(&run(&mut f, floor))
+                };
+                (s, x, fit, floor_fit)
             })
             .collect();
-        if outs.len() > 1 && outs.iter().any(|(_, x)| fits(x)) {
-            outs.retain(|(_, x)| fits(x));
+        if outs.len() > 1 && outs.iter().any(|o| o.2 || o.3) {
+            outs.retain(|o| o.2 || o.3);
         }
         if outs.len() > 1 {
             let p0 = self.m.p0();
             let d = self.l.peek_n(&key, 0).expect("0 fits");
-            outs.retain(|(s, _)| {
+            outs.retain(|(s, ..)| {
                 s.decide(self.t, 0, &p0).is_some_and(|e| {
                     e.remaining == d.remaining() && e.reset_after == d.reset_after().as_nanos()
                 })
             });
             if outs.len() != 1 {
                 self.m.keys.insert(key, None);
+                self.m.maybe_gone.remove(&key);
                 return None;
             }
         }
-        outs.pop()
+        self.m.maybe_gone.remove(&key);
+        let (s, x, _, floor_fit) = outs.pop()?;
+        promise(
+            !floor_fit,
+            table::FLOOR,
+            format_args!(
+                "key {key}, missing, was answered with its waits measured from the floor {floor}, not from the reading {t}"
+            ),
+            &self.trace,
+        );
+        Some((s, x))
     }
 }
 

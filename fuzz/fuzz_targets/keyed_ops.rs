@@ -58,13 +58,11 @@ impl<'l> Run<'l> {
                     "t={t} {}({key})",
                     if reset { "reset" } else { "remove" }
                 ));
-                if reset {
-                    let f = self.m.fresh();
-                    self.m.keys.insert(key, Some(f));
-                } else {
-                    // Removed: the key is missing (decided no earlier than the floor).
-                    self.m.keys.remove(&key);
-                }
+                // README: "the key's slot becomes idle and is the first reused": found
+                // with a fresh state until a claim reuses it.
+                self.m.maybe_gone.remove(&key);
+                let f = self.m.fresh();
+                self.m.keys.insert(key, Some(f));
                 self.verify(key, table::RESET, "peek(key) after reset/remove");
             }
             Op::SetQuota(i, q) => {
@@ -121,17 +119,28 @@ impl<'l> Run<'l> {
         if matches!(self.m.keys.get(&key), Some(None)) {
             return;
         }
-        let cands = if self.m.is_new(key, t) {
-            self.m.candidates(key, t)
-        } else {
-            self.m.keys[&key].iter().cloned().collect()
-        };
+        let mut cands = self.m.candidates(key, t);
+        if cands.is_empty() {
+            cands = self.m.keys[&key].iter().cloned().collect();
+        }
         let Ok(d) = self.l.peek_n(&key, 1) else {
             return;
         };
         let es: Vec<Expect> = cands.iter().filter_map(|s| s.decide(t, 1, &p)).collect();
         if es.iter().any(|e| same(&d, e)) {
             return;
+        }
+        let floor = self.m.floor;
+        if cands.len() > 1 || self.m.is_new(key, t) {
+            let from_floor = Lim::new(self.algo)
+                .decide(floor, 1, &p)
+                .is_some_and(|e| same(&d, &e));
+            promise(
+                !(t < floor && from_floor),
+                table::FLOOR,
+                format_args!("{what}: key {key}, missing, was answered with its waits measured from the floor {floor}, not from the reading {t}"),
+                &self.trace,
+            );
         }
         if let Some(e) = es.last() {
             decision(self.algo, Some(ctx), what, &d, e, &self.trace);
@@ -183,9 +192,10 @@ impl<'l> Run<'l> {
             }
             return;
         }
-        let run = |s: &mut Lim| s.check(t, n, &p).expect("fits");
+        let run = |s: &mut Lim, at: u128| s.check(at, n, &p).expect("fits");
+        let ctx = (t < self.m.floor).then_some(table::FLOOR);
         if let Some((s, e)) = self.resolve(key, cands, run, |e| same(&d, e)) {
-            decision(self.algo, None, "check_n(key)", &d, &e, &self.trace);
+            decision(self.algo, ctx, "check_n(key)", &d, &e, &self.trace);
             self.m.keys.insert(key, Some(s));
         }
     }
@@ -225,10 +235,15 @@ impl<'l> Run<'l> {
             "t={t} tier({i}).peek_n({key}, {n}) -> {:?}",
             got.map(|d| (d.is_allowed(), d.remaining()))
         ));
-        let new = self.m.is_new(key, t);
+        let new = self.m.may_claim(key, t);
         if new && self.m.active(t).len() >= self.m.max_keys {
             return; // what a peek of a new key in a full table answers is not stated
         }
+        let peek_quote = if new && t < self.m.floor {
+            table::FLOOR
+        } else {
+            check::PEEK
+        };
         let e = match self.m.keys.get(&key) {
             Some(None) => return,
             Some(Some(s)) if !new => s.decide(t, n, &p),
@@ -275,7 +290,7 @@ impl<'l> Run<'l> {
             }
             (Some(e), Ok(d)) => decision(
                 self.algo,
-                Some(check::PEEK),
+                Some(peek_quote),
                 "peek_n(key)",
                 &d,
                 &e,
@@ -348,6 +363,8 @@ impl<'l> Run<'l> {
             return;
         }
         let cands = self.m.candidates(key, t);
+        let below = !cands.is_empty() && t < self.m.floor;
+        let reserve_quote = if below { table::FLOOR } else { check::RESERVE };
         let e = if cands.is_empty() {
             let Some(s) = self.m.state_for(key, t) else {
                 return;
@@ -360,7 +377,7 @@ impl<'l> Run<'l> {
                 (Reserved::TooLong { .. }, Err(_)) => true,
                 _ => false,
             };
-            match self.resolve(key, cands, |s| s.reserve(t, n, mw, &p), fits) {
+            match self.resolve(key, cands, |s, at| s.reserve(at, n, mw, &p), fits) {
                 Some((s, e)) => {
                     self.m.keys.insert(key, Some(s));
                     e
@@ -372,7 +389,7 @@ impl<'l> Run<'l> {
             (Reserved::Ok { wait, booking }, Ok(res)) => {
                 promise(
                     res.wait_time().as_nanos() == wait,
-                    check::RESERVE,
+                    reserve_quote,
                     format_args!(
                         "wait_time {:?}, the model books at {wait} ns",
                         res.wait_time()
@@ -384,7 +401,7 @@ impl<'l> Run<'l> {
             (Reserved::TooLong { wait }, Err(ReserveError::TooLong { wait: w, max_wait })) => {
                 promise(
                     w.as_nanos() == wait,
-                    check::RESERVE,
+                    reserve_quote,
                     format_args!("TooLong wait {w:?}, the model's {wait} ns"),
                     &self.trace,
                 );
@@ -397,7 +414,7 @@ impl<'l> Run<'l> {
             }
             (e, got) => promise(
                 false,
-                check::RESERVE,
+                reserve_quote,
                 format_args!(
                     "reserve gave {:?}, the model {e:?}",
                     got.map(|r| r.wait_time())
@@ -465,9 +482,23 @@ impl<'l> Run<'l> {
         );
         if own && fate == Fate::Normal {
             // MODEL CHOICE: the booking's conversion to the tier's rate stays; nothing else.
-            if !self.m.is_new(key, t) {
-                if let Some(s) = self.m.state_for(key, t) {
-                    s.convert(t, &p);
+            // A new key read behind the floor: found idle or missing, the model cannot
+            // tell which state the roll-back left.
+            let mut cands = self.m.candidates(key, t);
+            if cands.len() > 1 {
+                self.m.keys.insert(key, None);
+                self.m.maybe_gone.remove(&key);
+            } else if let Some(s) = {
+                if let Some(c) = cands.pop() {
+                    self.m.keys.insert(key, Some(c));
+                }
+                self.m.state_for(key, t)
+            } {
+                s.convert(t, &p);
+                // Booked, then rolled back when the wall denied: the state the booking's
+                // decision wrote, nothing taken.
+                if s.decide(t, n, &p).is_some_and(|e| e.allowed) {
+                    s.touch(t, &p);
                 }
             }
         }

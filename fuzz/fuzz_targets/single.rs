@@ -390,6 +390,11 @@ impl<'l> Run<'l> {
                 )
             }
         };
+        // Booked before the wall denied, then rolled back (a leaky bucket books after
+        // every other limit, so the wall's denial leaves it only peeked).
+        if e.allowed && !wall_first && self.algo != Algo::Leaky {
+            self.m.touch(t, &self.p);
+        }
         let mut want: Vec<usize> = vec![wi];
         if !e.allowed {
             want.push(li);

@@ -161,7 +161,17 @@ pub fn decision(
         Some(c) => format!("{c}\n(and {field})"),
         None => field.to_string(),
     };
-    let det = |f: &str, a: String, m: String| format!("{what}: {f} is {a}, the model says {m}");
+    // README: "a debt reaching past the clock's horizon, 146 years, ends there": a model
+    // state that reaches that far is named, so that a run can look past it (issue 37,
+    // item 4, settles what the engine keeps of such a debt).
+    let far = 1u128 << 61;
+    let past = if e.reset_after >= far || e.retry_after.is_some_and(|r| r >= far) {
+        " (the model's debt reaches past the clock's horizon)"
+    } else {
+        ""
+    };
+    let det =
+        |f: &str, a: String, m: String| format!("{what}: {f} is {a}, the model says {m}{past}");
     promise(
         d.is_allowed() == e.allowed,
         &q(admit_quote(algo)),

@@ -32,6 +32,9 @@ pub struct Entries {
     /// DESIGN: "Time never runs backwards inside the engine: a clock reading older than
     /// the state is treated as the state's time".
     pub now: u128,
+    /// A keyed table's key found missing: the reading it is decided at (the reclaim
+    /// floor) until its first write; 0 otherwise.
+    pub floor: u128,
 }
 
 impl Entries {
@@ -213,6 +216,7 @@ impl Entries {
     pub fn take(&mut self, t: u128, at: u128, n: u32, p: &Params, id: u64) {
         self.prune(t, p);
         self.now = self.now.max(t);
+        self.floor = 0;
         self.v.push(Entry {
             ts: at,
             n,

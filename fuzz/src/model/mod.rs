@@ -175,7 +175,10 @@ impl Lim {
         let mut l = Lim::new(algo);
         match &mut l.s {
             State::Gcra(g) => g.floor = floor,
-            State::Entries(e) => e.now = floor,
+            State::Entries(e) => {
+                e.now = floor;
+                e.floor = floor;
+            }
         }
         l
     }
@@ -227,6 +230,25 @@ impl Lim {
         Some(d)
     }
 
+    /// An admission booked and rolled back at once at `t` (`check_all` denied by a later
+    /// limit: README "a denial takes nothing"): nothing is taken, but the state is the
+    /// one the booking's decision wrote, at its time (a bucket full no earlier than `t`,
+    /// a window's state in the decision's window); the log gives back its entries and
+    /// its time with them.
+    pub fn touch(&mut self, t: u128, p: &Params) {
+        match &mut self.s {
+            State::Gcra(g) => {
+                let t = t.max(std::mem::take(&mut g.floor));
+                g.tat = g.tat.max(t);
+                if g.wt == 0 {
+                    g.wt = p.t();
+                }
+            }
+            State::Entries(e) if p.algo != Algo::Log => e.now = e.now.max(e.eff(t, p)),
+            State::Entries(_) => {}
+        }
+    }
+
     /// `reserve(n, max_wait)`.
     pub fn reserve(&mut self, t: u128, n: u32, max_wait: u128, p: &Params) -> Reserved {
         if n > p.cap() {
@@ -252,6 +274,13 @@ impl Lim {
         if wait > max_wait {
             return Reserved::TooLong { wait };
         }
+        // Due when it may proceed: a booking admitted at once, at its decision's time
+        // (a window's at the reading, which is all its state can tell, or the floor for a
+        // keyed table's missing key; the log at the time it is logged at).
+        let due = match &self.s {
+            State::Entries(e) if at == now && p.algo != Algo::Log => t.max(e.floor),
+            _ => at,
+        };
         let id = self.fresh_id();
         match &mut self.s {
             State::Gcra(g) => g.take(t, at, n, p, id),
@@ -265,7 +294,7 @@ impl Lim {
             id,
             n,
             tat,
-            due: at,
+            due,
             epoch: self.epoch,
             tau: u128::from(p.burst) * p.t(),
             rate: p.t(),

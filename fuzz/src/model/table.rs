@@ -18,6 +18,7 @@ pub const REFUSED: &str = "README (OnFull::Deny): \"refused: a denial whose `ret
 pub const UNTRACKED: &str =
     "README (OnFull::Allow): \"admitted untracked; counted in `untracked`\"";
 pub const IDLE: &str = "README: \"An entry whose state says nothing any more ... is **idle**: it decides exactly as a fresh key would, so its slot is silently reused by the next new key\"";
+pub const FLOOR: &str = "README (Concurrency): \"A request that read the clock before its own key's slot was reclaimed (a descheduled thread, a core whose clock lags) finds the key missing and is decided no earlier than the newest reclaim in its shard\"";
 pub const RESET: &str = "README: \"`reset(&key)` / `remove(&key)` (the key's slot becomes idle and is the first reused)\"";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +46,10 @@ pub struct Table {
     /// own key's slot was reclaimed ... finds the key missing and is decided no earlier
     /// than the newest reclaim in its shard"; a table of at most 8 keys has one shard).
     pub floor: u128,
+    /// Keys that were idle at an idle reclaim and may have lost their slot to it: found
+    /// again (their own state, which a reading older than the reclaim may see live) or
+    /// missing, whichever the engine's answer shows.
+    pub maybe_gone: std::collections::BTreeSet<u64>,
 }
 
 impl Table {
@@ -58,6 +63,7 @@ impl Table {
             full,
             keys: BTreeMap::new(),
             floor: 0,
+            maybe_gone: Default::default(),
         }
     }
 
@@ -106,14 +112,32 @@ impl Table {
     /// have been found idle (decided at the reading, as a fresh key) or reclaimed
     /// meanwhile (missing). Empty when the key is not new.
     pub fn candidates(&self, key: u64, t: u128) -> Vec<Lim> {
-        if !self.is_new(key, t) {
+        let gone = self.maybe_gone.contains(&key);
+        let new = self.is_new(key, t);
+        if !new && !gone {
             return Vec::new();
         }
         let missing = Lim::fresh_at(self.algo, self.floor.max(t));
         match self.keys.get(&key) {
+            Some(Some(l)) if !new => vec![l.clone(), missing],
             Some(Some(_)) if t < self.floor => vec![Lim::new(self.algo), missing],
             Some(Some(_)) => vec![Lim::new(self.algo)],
             _ => vec![missing],
+        }
+    }
+
+    /// Whether `key` may need a slot at `t` (new, or maybe reclaimed).
+    pub fn may_claim(&self, key: u64, t: u128) -> bool {
+        self.is_new(key, t) || self.maybe_gone.contains(&key)
+    }
+
+    /// An idle reclaim at `tf` (the floor): every key idle then may have lost its slot.
+    pub fn reclaimed(&mut self, tf: u128, except: u64) {
+        let p = self.p0();
+        for (&k, l) in &self.keys {
+            if k != except && l.as_ref().is_some_and(|l| l.is_idle(tf, &p)) {
+                self.maybe_gone.insert(k);
+            }
         }
     }
 
