@@ -93,12 +93,12 @@ impl Budget {
     /// Brings the log to `t`: a loose model is exact again once everything written has
     /// left the window.
     pub fn settle(&mut self, t: u128, p: &Params) {
+        // Nothing is pruned here: a reading older than the state (the clock stepped back)
+        // is decided at the state's time, where entries a later reading saw leave the
+        // window may count again; they go only when a write moves the state on.
         let t = self.at(t, p);
         if self.algo == Algo::Log && self.newest + p.period <= t {
             self.loose = false;
-        }
-        if !self.algo.is_bucket() {
-            self.e.prune(t, p);
         }
     }
 
@@ -335,10 +335,18 @@ impl Budget {
                 if self.loose {
                     return None;
                 }
-                let live: u128 = self.e.v.iter().map(|x| u128::from(x.n)).sum();
+                // Only what is still in the window at `t` (the state's time), the newest.
+                let live: u128 = self
+                    .e
+                    .v
+                    .iter()
+                    .filter(|x| x.ts + big_p > t)
+                    .map(|x| u128::from(x.n))
+                    .sum();
                 let given = if live >= u128::from(self.ring) {
                     0
                 } else {
+                    let n = n.min(live as u32);
                     self.remove(None, None, n, p)
                 };
                 if given > 0 {
