@@ -359,6 +359,11 @@ impl<'l> Run<'l> {
             &self.trace,
         );
         self.m[0].convert(t, &np);
+        // A bucket that owes nothing at a change of rate is written as full at the change.
+        if self.algo.is_bucket() && self.tiers[0].t() != np.t() {
+            self.m[0].tat = self.m[0].tat.max(t);
+            self.m[0].wt = np.t();
+        }
         self.tiers[0] = np;
         self.verify(0, check::SET_QUOTA_BUCKET);
     }

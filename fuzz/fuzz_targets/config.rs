@@ -185,7 +185,7 @@ fn run(input: Input) {
                     period: u128::from(np),
                     burst: nb.unwrap_or(nl) as u32,
                 };
-                m.convert(t, &np);
+                m.set_quota(t, &p, &np);
                 p = np;
             }
             Op::Advance(Num::Pow2(x)) if x & 128 != 0 => {

@@ -349,7 +349,7 @@ impl<'l> Run<'l> {
         );
         // A single limiter converts at the change (README: "a single limiter converts its
         // bucket while deciders wait (one compare-and-swap)").
-        self.m.convert(t, &np);
+        self.m.set_quota(t, &self.p, &np);
         self.p = np;
         self.verify(quote, "peek_n(1) after set_quota");
     }

@@ -404,6 +404,10 @@ impl Budget {
                 self.remove(None, Some(r.id), part, p);
                 if self.last != Some(r.id) {
                     self.loose = true;
+                } else {
+                    // The last write given back restores the log before it, its time
+                    // included: its newest entry's.
+                    self.e.now = self.e.v.iter().map(|x| x.ts).max().unwrap_or(0);
                 }
             }
         }

@@ -208,6 +208,19 @@ impl Lim {
         }
     }
 
+    /// A `RateLimiter`'s `set_quota` at `t` from `old` to `p`: the conversion, and a
+    /// bucket that owes nothing at a change of rate is written as full at `t` (the
+    /// state's time is the change's; a reading older than it sees it as owing).
+    pub fn set_quota(&mut self, t: u128, old: &Params, p: &Params) {
+        self.convert(t, p);
+        if let State::Gcra(g) = &mut self.s {
+            if old.t() != p.t() {
+                g.tat = g.tat.max(t);
+                g.wt = p.t();
+            }
+        }
+    }
+
     /// `check_n`: decides and, when admitted, takes the request. A bucket decided under
     /// another rate keeps the conversion (MODEL CHOICE for keyed tiers: a decision,
     /// admitted or denied, stores the converted state; a peek does not).
