@@ -47,6 +47,14 @@ pub struct Trace {
 
 impl Trace {
     pub fn push(&mut self, line: String) {
+        // TOLLGATE_FUZZ_TRACE=1 prints every operation as it runs (to read what an input
+        // does, or which inputs step the clock back).
+        thread_local! {
+            static PRINT: bool = std::env::var_os("TOLLGATE_FUZZ_TRACE").is_some();
+        }
+        if PRINT.with(|p| *p) {
+            eprintln!("  {line}");
+        }
         self.lines.push(line);
     }
 

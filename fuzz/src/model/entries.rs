@@ -226,32 +226,48 @@ impl Entries {
         });
     }
 
-    /// README: "for the windows and the log, everything while nothing later was booked
-    /// into a later ... window or entry, else nothing" (the log: "a booking for a later
-    /// time gives nothing back once anything was logged after it"; a window booking for a
-    /// window later than its reading's: "once anything was booked after it into its
-    /// window").
+    /// A cancel. The log (README): "a booking for a later time gives nothing back once
+    /// anything was logged after it". The windows, by the rule of issue 37, item 5: "a
+    /// booking cancelled while its window's state still stands gives its count back
+    /// whatever the order; only restoring the window the first later-window booking
+    /// moved from needs last-first" (a window's count is a sum).
     pub fn cancel(&mut self, b: &Booking, p: &Params) {
         let Some(i) = self.v.iter().position(|e| e.id == b.id) else {
             return;
         };
-        let (mine, future, ahead) = (self.v[i].ts, self.v[i].future, self.v[i].window_ahead);
-        let later = |e: &Entry| match p.algo {
-            Algo::Log => e.ts > mine || (future && e.ts == mine && e.id > b.id),
-            _ => {
-                e.ts / p.period > mine / p.period
-                    || (ahead && e.ts / p.period == mine / p.period && e.id > b.id)
-            }
-        };
-        if self.v.iter().any(|e| e.id != b.id && later(e)) {
-            return;
-        }
-        self.v.remove(i);
+        let (mine, future) = (self.v[i].ts, self.v[i].future);
         if p.algo == Algo::Log {
+            let later = |e: &Entry| e.ts > mine || (future && e.ts == mine && e.id > b.id);
+            if self.v.iter().any(|e| e.id != b.id && later(e)) {
+                return;
+            }
+            self.v.remove(i);
             // A cancel restores the log as it was before the booking: its time is its
             // newest entry's again (README: "A roll-back gives back exactly what its
             // booking took").
             self.now = self.v.iter().filter(|e| !e.future).map(|e| e.ts).max().unwrap_or(0);
+            return;
+        }
+        let w = mine / p.period;
+        // The state's window: a later one counted since supersedes this booking's.
+        if self.v.iter().any(|e| e.ts / p.period > w) {
+            return;
+        }
+        // The booking that moved the state into a later window: the first written there.
+        let first = self
+            .v
+            .iter()
+            .filter(|e| e.ts / p.period == w)
+            .map(|e| e.id)
+            .min();
+        let mover = self.v[i].window_ahead && first == Some(b.id);
+        let alone = !self.v.iter().any(|e| e.id != b.id && e.ts / p.period == w);
+        self.v.remove(i);
+        if mover && !alone && p.algo == Algo::Fixed {
+            // Its count is given back, but the window it moved from is not restored: the
+            // fixed window's earlier counts are gone for good (the sliding window keeps
+            // the previous one as its `prev`).
+            self.v.retain(|e| e.ts / p.period >= w);
         }
     }
 
