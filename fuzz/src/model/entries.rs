@@ -202,7 +202,13 @@ impl Entries {
         }
     }
 
+    /// Drops the windows' counts that no longer weigh at `t`. The log keeps every entry:
+    /// a booking given back restores the entries its write outlived, which a reading
+    /// older than the state (the clock stepped back) sees in the window again.
     pub fn prune(&mut self, t: u128, p: &Params) {
+        if p.algo == Algo::Log {
+            return;
+        }
         let big_p = p.period;
         let k = t / big_p;
         self.v.retain(|e| match p.algo {
@@ -231,7 +237,7 @@ impl Entries {
     /// booking cancelled while its window's state still stands gives its count back
     /// whatever the order; only restoring the window the first later-window booking
     /// moved from needs last-first" (a window's count is a sum).
-    pub fn cancel(&mut self, b: &Booking, p: &Params) {
+    pub fn cancel(&mut self, t: u128, b: &Booking, p: &Params) {
         let Some(i) = self.v.iter().position(|e| e.id == b.id) else {
             return;
         };
@@ -244,7 +250,14 @@ impl Entries {
             self.v.remove(i);
             // A cancel restores the log as it was before the booking: its time is its
             // newest entry's again (README: "A roll-back gives back exactly what its
-            // booking took").
+            // booking took"); a booking whose time the state has reached (the cancel's
+            // reading, or the state's own time) is pending no more.
+            let seen = t.max(self.now);
+            for e in &mut self.v {
+                if e.ts <= seen {
+                    e.future = false;
+                }
+            }
             self.now = self.v.iter().filter(|e| !e.future).map(|e| e.ts).max().unwrap_or(0);
             return;
         }
@@ -261,6 +274,11 @@ impl Entries {
             .map(|e| e.id)
             .min();
         let mover = self.v[i].window_ahead && first == Some(b.id);
+        // The rule before item 5: nothing once anything was booked after it into its
+        // window (for a booking into a later window than its reading's).
+        if self.v[i].window_ahead && self.v.iter().any(|e| e.ts / p.period == w && e.id > b.id) {
+            crate::check::note("issue 37 item 5's rule: a window booking cancelled out of order gives its count back");
+        }
         let alone = !self.v.iter().any(|e| e.id != b.id && e.ts / p.period == w);
         self.v.remove(i);
         if mover && !alone && p.algo == Algo::Fixed {

@@ -324,7 +324,7 @@ impl Lim {
         }
         match &mut self.s {
             State::Gcra(g) => g.cancel(t, b, p),
-            State::Entries(e) => e.cancel(b, p),
+            State::Entries(e) => e.cancel(t, b, p),
         }
     }
 
