@@ -480,11 +480,14 @@ impl<'l> Run<'l> {
             format_args!("check_all with a spent wall was admitted"),
             &self.trace,
         );
-        if own && fate == Fate::Normal {
+        if own && matches!(fate, Fate::Normal | Fate::Evicted) {
             // MODEL CHOICE: the booking's conversion to the tier's rate stays; nothing else.
             // A new key read behind the floor: found idle or missing, the model cannot
-            // tell which state the roll-back left.
+            // tell which state the roll-back left (an eviction says: missing, the last).
             let mut cands = self.m.candidates(key, t);
+            if fate == Fate::Evicted && cands.len() > 1 {
+                cands.drain(..cands.len() - 1);
+            }
             if cands.len() > 1 {
                 self.m.keys.insert(key, None);
                 self.m.maybe_gone.remove(&key);

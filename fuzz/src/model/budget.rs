@@ -351,6 +351,8 @@ impl Budget {
                 };
                 if given > 0 {
                     self.last = None;
+                    // The log's time is its newest entry's (what the ring holds).
+                    self.e.now = self.e.v.iter().map(|x| x.ts).max().unwrap_or(0);
                 }
                 given
             }
@@ -423,6 +425,7 @@ impl Budget {
         self.remove(None, None, g, p);
         if g > 0 {
             self.last = None;
+            self.e.now = self.e.v.iter().map(|x| x.ts).max().unwrap_or(0);
         }
     }
 
