@@ -144,6 +144,8 @@ pub struct Policy {
     pub(crate) name: Arc<str>,
     pub(crate) backend: Arc<dyn KeyedBackend>,
     pub(crate) shadow: bool,
+    /// Whether a shadow policy's decisions go into the responses' rate-limit fields.
+    shadow_headers: bool,
     cost: Option<Arc<CostFn>>,
     pub(crate) missing: MissingKey,
     /// Set for a budget policy ([`Policy::budget`]): admitted by a peek, charged after.
@@ -192,6 +194,7 @@ impl Policy {
         Policy {
             backend,
             shadow: false,
+            shadow_headers: false,
             cost: None,
             missing: MissingKey::default(),
             budget,
@@ -203,9 +206,15 @@ impl Policy {
         }
     }
 
-    /// Shadow mode: requests are decided, counted and reported in the headers, but a
-    /// denial is never enforced (try a new limit on live traffic). A shadow policy takes
-    /// no part in the all-or-nothing rule: it is asked after the enforced policies admit.
+    /// Shadow mode: requests are decided and counted (in the metrics, feature `metrics`),
+    /// but a denial is never enforced (try a new limit on live traffic). A shadow policy
+    /// takes no part in the all-or-nothing rule: it is asked after the enforced policies
+    /// admit.
+    ///
+    /// Its decisions are not sent to clients: a client that read `RateLimit` fields for
+    /// a limit nobody enforces could slow down for nothing. Neither `RateLimit-Policy`,
+    /// `RateLimit` nor the legacy `X-RateLimit-*` fields name it, unless
+    /// [`shadow_headers(true)`](Self::shadow_headers) asks for them.
     ///
     /// # Example
     ///
@@ -221,6 +230,56 @@ impl Policy {
     pub fn shadow(mut self) -> Self {
         self.shadow = true;
         self
+    }
+
+    /// Whether a shadow policy ([`shadow`](Self::shadow)) reports its decisions to
+    /// clients in `RateLimit-Policy`, `RateLimit` (and `X-RateLimit-*` when the layer
+    /// adds them), like an enforced policy: default false, since a client may back off
+    /// from a limit that is not enforced. Turn it on where the clients are your own and
+    /// you want to watch what they would be told. An enforced policy always reports;
+    /// on it this setting does nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{ClientIp, Policy, RateLimitLayer};
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// # let per_ip = KeyedRateLimiter::<std::net::IpAddr>::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build()?;
+    /// // Decided, never enforced, and shown to clients as `"ip-trial";r=..;t=..`.
+    /// let trial = Policy::new("ip-trial", per_ip, ClientIp::peer())
+    ///     .shadow()
+    ///     .shadow_headers(true);
+    /// assert!(trial.is_shadow() && trial.has_shadow_headers());
+    /// let layer = RateLimitLayer::new(trial);
+    /// # let _ = layer;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn shadow_headers(mut self, on: bool) -> Self {
+        self.shadow_headers = on;
+        self
+    }
+
+    /// Whether [`shadow_headers`](Self::shadow_headers) is on.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{Global, Policy};
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// # let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1)).build()?;
+    /// assert!(!Policy::new("g", l, Global).shadow().has_shadow_headers());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn has_shadow_headers(&self) -> bool {
+        self.shadow_headers
+    }
+
+    /// Whether this policy's decisions go into the responses' rate-limit fields: an
+    /// enforced policy's always, a shadow policy's only when asked for.
+    pub(crate) fn in_headers(&self) -> bool {
+        !self.shadow || self.shadow_headers
     }
 
     /// Whether this policy is in shadow mode.
@@ -401,6 +460,7 @@ impl fmt::Debug for Policy {
             .field("name", &self.name)
             .field("quota", &self.quota())
             .field("shadow", &self.shadow)
+            .field("shadow_headers", &self.shadow_headers)
             .field("missing", &self.missing)
             .field("budget", &self.is_budget())
             .finish_non_exhaustive()
