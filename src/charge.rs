@@ -162,7 +162,7 @@ impl<'a> Charge<'a> {
     }
 
     /// How many requests the key owes past its quota after the charge (0 when it fit;
-    /// for a sliding log, how far this charge went past what was left: the log keeps no
+    /// `u32::MAX` for a debt of `u32::MAX` requests or more; for a sliding log, how far this charge went past what was left: the log keeps no
     /// count of an earlier overdraft past its ring, which ends one period after it
     /// however large it was).
     ///

@@ -319,7 +319,12 @@ impl Gcra {
         let room = (full + debt).saturating_sub(base) / self.t;
         let taken = u64::from(cost).min(room) as u32;
         let new_tat = base + u64::from(taken) * self.t;
-        let owed = new_tat.saturating_sub(full).div_ceil(self.t) as u32;
+        // Saturating: charges owing up to `u32::MAX` each can put a key more than
+        // `2^32` requests past its quota (a lower burst or an older reading adds to
+        // that), and `owed` counts in a `u32`: it reads `u32::MAX` then, never a
+        // wrapped count that looks paid off.
+        let owed = new_tat.saturating_sub(full).div_ceil(self.t);
+        let owed = u32::try_from(owed).unwrap_or(u32::MAX);
         let counted = booking::Counted {
             taken,
             owed,

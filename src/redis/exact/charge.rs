@@ -112,8 +112,9 @@ impl RedisCharge {
         self.tracked && self.owed == 0
     }
 
-    /// How many requests the key owes past its quota after the charge (0 when it fit):
-    /// a bucket's debt in requests, rounded up; a window's count past the limit (the
+    /// How many requests the key owes past its quota after the charge (0 when it fit;
+    /// `u32::MAX` for a debt of `u32::MAX` requests or more): a bucket's debt in
+    /// requests, rounded up; a window's count past the limit (the
     /// sliding window's weighted count, rounded up); the log's active entries past the
     /// limit.
     ///
