@@ -445,7 +445,9 @@ impl Inner {
 }
 
 /// The charge script's reply: a decision, then `taken, owed, dropped, given` (each at
-/// most `n`, but `owed`, at most `u32::MAX`; `taken + dropped` is `n` for a charge).
+/// most `n`, but `owed`, at most `u32::MAX`: the script saturates it, as the engine
+/// does, so a larger value is not a reply of ours; `taken + dropped` is `n` for a
+/// charge).
 fn parse_accounted<'a>(active: &Active, reply: &[i64], n: u32) -> Result<Accounted<'a>, Error> {
     let bad = || Error::BadReply(format!("{reply:?} is not a charge's reply"));
     if reply.len() != 9 {
