@@ -670,7 +670,10 @@ fn a_debt_past_2_32_requests_saturates_owed() {
         assert!(!c.fit(), "{what}: {c:?}");
         assert!(!c.decision().is_allowed(), "{what}: {c:?}");
         // 2^32 + 1 requests of 125 ms: the wait the debt stands for.
-        assert!(d.retry_after() > Some(Duration::from_secs(536_870_000)), "{what}: {d:?}");
+        assert!(
+            d.retry_after() > Some(Duration::from_secs(536_870_000)),
+            "{what}: {d:?}"
+        );
     }
     let q = |burst| Quota::per_second(8).with_burst(burst);
     for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
@@ -678,7 +681,10 @@ fn a_debt_past_2_32_requests_saturates_owed() {
             let what = format!("{a:?}, clock stepped back: {back}");
             let clock = ManualClock::new();
             clock.advance(Duration::from_secs(10));
-            let one = RateLimiter::builder(a, q(4)).clock(clock.clone()).build().unwrap();
+            let one = RateLimiter::builder(a, q(4))
+                .clock(clock.clone())
+                .build()
+                .unwrap();
             let keyed = KeyedRateLimiter::<u64, _>::builder(a, q(4))
                 .clock(clock.clone())
                 .build()
@@ -701,7 +707,11 @@ fn a_debt_past_2_32_requests_saturates_owed() {
                 clock.set(Duration::from_secs(9));
             }
             check(&format!("{what}: one"), one.charge(0), one.peek());
-            check(&format!("{what}: keyed"), keyed.charge(&7, 0), keyed.peek(&7));
+            check(
+                &format!("{what}: keyed"),
+                keyed.charge(&7, 0),
+                keyed.peek(&7),
+            );
             check(&format!("{what}: tier"), tier.charge(&7, 0), tier.peek(&7));
             let c = one.charge(1);
             assert_eq!((c.taken(), c.owed()), (0, u32::MAX), "{what}: {c:?}");

@@ -752,7 +752,12 @@ async fn a_debt_past_2_32_requests_saturates_owed() {
                 assert_eq!(got.owed(), u32::MAX, "{algorithm:?} charge {n}");
                 assert!(!got.fit());
                 assert_eq!(
-                    (view(&got.decision()), got.taken(), got.owed(), got.dropped()),
+                    (
+                        view(&got.decision()),
+                        got.taken(),
+                        got.owed(),
+                        got.dropped()
+                    ),
                     (
                         view(&want.decision()),
                         want.taken(),
@@ -784,7 +789,14 @@ async fn debts_past_2_32_requests_agree_with_the_local_engine() {
             .build()
             .unwrap();
         let prefix = format!("owed-2-32-diff:{seed}");
-        let l = remote(&server, Algorithm::LeakyBucket, quota, &prefix, Some(&clock)).await;
+        let l = remote(
+            &server,
+            Algorithm::LeakyBucket,
+            quota,
+            &prefix,
+            Some(&clock),
+        )
+        .await;
         let mut saturated = 0;
         for step in 0..200 {
             match rng.u8(0..10) {
@@ -847,6 +859,9 @@ async fn debts_past_2_32_requests_agree_with_the_local_engine() {
                 "seed {seed} step {step} peek after {what}"
             );
         }
-        assert!(saturated > 5, "seed {seed}: only {saturated} debts past 2^32");
+        assert!(
+            saturated > 5,
+            "seed {seed}: only {saturated} debts past 2^32"
+        );
     }
 }
