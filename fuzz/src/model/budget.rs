@@ -283,7 +283,8 @@ impl Budget {
             window: t / big_p,
             at: t,
         };
-        (taken, owed as u32, rec)
+        // `Charge::owed`: "`u32::MAX` for a debt of `u32::MAX` requests or more".
+        (taken, u32::try_from(owed).unwrap_or(u32::MAX), rec)
     }
 
     /// The stateless `give_back(n)` at `t`: how many were given back, `None` when the
