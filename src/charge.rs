@@ -162,7 +162,7 @@ impl<'a> Charge<'a> {
     }
 
     /// How many requests the key owes past its quota after the charge (0 when it fit;
-    /// for a sliding log, how far this charge went past what was left: the log keeps no
+    /// `u32::MAX` for a debt of `u32::MAX` requests or more; for a sliding log, how far this charge went past what was left: the log keeps no
     /// count of an earlier overdraft past its ring, which ends one period after it
     /// however large it was).
     ///
@@ -229,10 +229,13 @@ impl<'a> Charge<'a> {
     /// Gives `n` of what the charge took back (at most what it took, less what was
     /// given back before; a log's part past its ring first, which frees nothing), to the
     /// state it was taken from only: nothing after a `reset`, `remove`, reclaim or
-    /// eviction of the key, nor after a bucket's conversion to another rate (a
-    /// [`RateLimiter`]'s `set_quota` that changes its interval; a keyed table's request
-    /// that writes the key's state at another rate: a tier's, or after `set_quota`),
-    /// whether or not it owed anything then, and even once converted back. A
+    /// eviction of the key, nor after a bucket's conversion to another rate: by a
+    /// `set_quota` that changes its interval (a keyed table's converts at once every
+    /// key written at a rate that no tier uses after it), or by a keyed request that
+    /// writes the key's state at another rate (a tier's, or after `set_quota`); whether
+    /// or not it owed anything then, and even once converted back (the state keeps no
+    /// record of when it was converted, so it cannot tell what of the charge it still
+    /// holds). A
     /// window gives back only while the state is still in the charged window (the
     /// sliding window: until something is counted in a later one); a bucket only what
     /// of the charge it still owes (time pays debts off); a log exactly while the charge

@@ -232,7 +232,7 @@ impl<'l> Run<'l> {
                 let (c, r, k) = &mut self.held[i];
                 let k = *k;
                 // Parts of up to the whole cost and one more.
-                let n = u32::from(n) % (r.taken + 2);
+                let n = (u64::from(n) % (u64::from(r.taken) + 2)) as u32;
                 c.give_back(n);
                 let tier = 0;
                 self.m[k].refund(t, r, n, &self.tiers[tier]);
@@ -274,8 +274,23 @@ impl<'l> Run<'l> {
         let t = self.t;
         let (k, tier) = self.key(key);
         let p = self.tiers[tier];
-        let n = u32::from(n) % (3 * p.cap() + 3);
-        let bound = max_owed.map(|m| u32::from(m) % (2 * p.cap() + 2));
+        // Buckets: a bound byte from 240 up asks for a bound near `u32::MAX` (and a cost
+        // byte from 128 up, a cost near it), so that such charges repeated, a smaller
+        // burst (`set_quota`, the other tier) or a slower rate reach debts past 2^32
+        // requests (issue 37). The windows' counts stay within their fields.
+        let huge = self.algo.is_bucket() && max_owed.is_some_and(|m| m >= 240);
+        let n = if huge && n >= 128 {
+            u32::MAX - u32::from(n & 7)
+        } else {
+            u32::from(n) % (3 * p.cap() + 3)
+        };
+        let bound = max_owed.map(|m| {
+            if huge {
+                u32::MAX - u32::from(255 - m)
+            } else {
+                u32::from(m) % (2 * p.cap() + 2)
+            }
+        });
         let c = self.u.charge(k, tier, n, bound);
         self.trace.push(format!(
             "t={t} key {k} tier {tier} charge_owing({n}, {bound:?}) -> taken {} owed {} dropped {}",

@@ -111,7 +111,11 @@ impl Budget {
         if self.wt == 0 || self.wt == tn || self.tat <= t {
             return self.tat;
         }
+        // README: "a converted debt ends at the clock's horizon at the latest (2^62 ns
+        // after its zero, about 146 years), unless it already ended later".
+        let end = self.tat.max(super::HORIZON);
         t.saturating_add((self.tat - t).saturating_mul(tn).div_ceil(self.wt))
+            .min(end)
     }
 
     /// README: "a bucket's debt at the change `c` is converted into the new quota's
@@ -279,7 +283,8 @@ impl Budget {
             window: t / big_p,
             at: t,
         };
-        (taken, owed as u32, rec)
+        // `Charge::owed`: "`u32::MAX` for a debt of `u32::MAX` requests or more".
+        (taken, u32::try_from(owed).unwrap_or(u32::MAX), rec)
     }
 
     /// The stateless `give_back(n)` at `t`: how many were given back, `None` when the

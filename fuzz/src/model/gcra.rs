@@ -15,8 +15,8 @@ pub struct Gcra {
     pub wt: u128,
     /// The leaky bucket's admissions still holding their slots, in order (ids).
     pub slots: Vec<u64>,
-    /// A conversion took the debt past the horizon (README: "a debt reaching past the
-    /// clock's horizon, 146 years, ends there"): from then on the model is no longer
+    /// A conversion took the debt to the horizon (README: "a converted debt ends at
+    /// the clock's horizon at the latest"): from then on the model is no longer
     /// exact, even once converted back below it.
     pub was_past_horizon: bool,
 }
@@ -32,9 +32,11 @@ impl Gcra {
         if self.wt == 0 || self.wt == tn || self.tat <= t {
             return self.tat;
         }
-        // Saturating: a debt the engine cannot hold is past the horizon, where the
-        // targets stop comparing.
+        // README: "a converted debt ends at the clock's horizon at the latest (2^62 ns
+        // after its zero, about 146 years), unless it already ended later".
+        let end = self.tat.max(super::HORIZON);
         t.saturating_add((self.tat - t).saturating_mul(tn).div_ceil(self.wt))
+            .min(end)
     }
 
     /// Stores the conversion; true when a debt was converted to another rate (bookings

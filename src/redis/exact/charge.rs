@@ -112,8 +112,9 @@ impl RedisCharge {
         self.tracked && self.owed == 0
     }
 
-    /// How many requests the key owes past its quota after the charge (0 when it fit):
-    /// a bucket's debt in requests, rounded up; a window's count past the limit (the
+    /// How many requests the key owes past its quota after the charge (0 when it fit;
+    /// `u32::MAX` for a debt of `u32::MAX` requests or more): a bucket's debt in
+    /// requests, rounded up; a window's count past the limit (the
     /// sliding window's weighted count, rounded up); the log's active entries past the
     /// limit.
     ///
@@ -444,7 +445,9 @@ impl Inner {
 }
 
 /// The charge script's reply: a decision, then `taken, owed, dropped, given` (each at
-/// most `n`, but `owed`, at most `u32::MAX`; `taken + dropped` is `n` for a charge).
+/// most `n`, but `owed`, at most `u32::MAX`: the script saturates it, as the engine
+/// does, so a larger value is not a reply of ours; `taken + dropped` is `n` for a
+/// charge).
 fn parse_accounted<'a>(active: &Active, reply: &[i64], n: u32) -> Result<Accounted<'a>, Error> {
     let bad = || Error::BadReply(format!("{reply:?} is not a charge's reply"));
     if reply.len() != 9 {
