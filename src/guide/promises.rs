@@ -22,9 +22,9 @@
 //!   `cell::stale_reading_racing_fresh_one_never_over_admits`.
 //! - **clock-back-bucket**: The buckets decide a reading older than the state at the state's
 //!   time. *Checked by* `edge_cases::stepping_back_never_re_earns_capacity`.
-//! - **clock-back-window**: <!-- 37 --> A window decides a reading older than its state's
-//!   window in the state's window, as a reading at that window's start: a backward step alone
-//!   never denies a request. *Checked by*: issue 37's tests (to be named at the merge).
+//! - **clock-back-window**: <!-- 37 --> A window algorithm decides a reading older than its
+//!   state's window in the state's window, by that window's counts: a backward step alone
+//!   never denies a request, and `peek_n(0)` reports what that window has left. *Checked by*: issue 37's tests (to be named at the merge).
 //! - **stale-boundary**: A request denied only because another request moved the state into
 //!   a later window after its reading is decided once more at a fresh reading before the
 //!   denial is returned. *Checked by*
@@ -527,10 +527,10 @@
 //!
 //! # What no test checks yet
 //!
-//! These are stated elsewhere in the guide and hold by construction, but no test checks them
-//! on their own:
+//! These are stated in the guide and hold by construction, but no test checks them on their
+//! own; each wants one:
 //!
-//! - **collision**: Two different keys share a limiter state only if their 64-bit hashes are
+//! - *collision*: two different keys share a limiter state only if their 64-bit hashes are
 //!   equal (a collision makes them share one quota: each is limited more, never less).
-//! - **drop-keeps**: above.
-//! - **metrics-labels**: The middleware's metrics never carry a per-key label.
+//! - *drop-keeps* (above): dropping a reservation keeps its booking.
+//! - *metrics-labels*: the middleware's metrics never carry a per-key label.
