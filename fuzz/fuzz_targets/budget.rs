@@ -1,6 +1,6 @@
 //! Token budgets on every algorithm, one `RateLimiter` or a small keyed table with a
 //! second tier, on a `ManualClock`: charge, charge_owing, `Charge::give_back`, the
-//! stateless give_back, check_n, peek, set_quota, reset/remove, against the README's
+//! stateless give_back, check_n, peek, set_quota, reset/remove, against the guide's
 //! model (`tollgate_fuzz::model::budget`).
 #![no_main]
 

@@ -1,32 +1,33 @@
-//! The README sentences the targets check, and the comparison of a `Decision` with the
+//! The promises the targets check (quoted word for word from `tollgate::guide::promises`, `src/guide/promises.rs`), and the comparison of a `Decision` with the
 //! model's `Expect` that quotes them.
 
 use crate::model::{Algo, Expect};
 use tollgate::Decision;
 
-pub const ADMIT_TOKEN: &str = "README (TokenBucket): \"a request of cost `n` at `t` is admitted iff `max(TAT, t) + n·T − t ≤ burst·T`\"";
-pub const ADMIT_LEAKY: &str = "README (LeakyBucket): \"admits exactly what `TokenBucket` admits\"";
-pub const ADMIT_FIXED: &str = "README (FixedWindow): \"at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's zero\"";
-pub const ADMIT_SLIDING: &str = "README (SlidingWindow): \"admitted iff `prev·(P − e) + (curr + n)·P ≤ limit·P`, exact integers\"";
-pub const ADMIT_LOG: &str =
-    "README (SlidingLog): \"exact: at most `limit` admitted in every interval `(t − P, t]`\"";
-pub const REMAINING: &str = "Decision::remaining (README: \"Every `Decision` carries ... `remaining()`\"): \"How many more requests of cost 1 would be admitted right now, after this one\"";
-pub const RESET: &str = "README (API contract): \"`d.reset_after();   // Duration until the full quota is available again`\"";
-pub const RETRY: &str = "README: \"`retry_after()` (the exact wait until the same request would fit; never too early)\"";
-pub const DELAY: &str = "README (LeakyBucket): \"`Decision::delay()` says how long to hold each admitted request so releases are spaced by `T`\" (DESIGN: \"delay = max(TAT, t) − t\"; \"zero for the others\")";
-pub const LIMIT: &str = "README: \"`q` the quota's limit (not the burst)\"; Decision::limit() is the quota's limit, burst() the most admitted at once";
-pub const CANNOT_FIT: &str = "README: \"A cost that can never fit is an error, not a denial.\"";
-pub const DENIAL_NOTHING: &str = "README (check_all): \"a denial takes nothing from any\"";
-pub const DENIAL_NAMES: &str = "README (check_all): \"a denial takes nothing from any, names every limit that denied and reports the longest wait\"";
-pub const CANCEL: &str = "README: \"`cancel()` gives back what no later booking depends on, by Go x/time/rate's `CancelAt` rule (nothing once the reservation is due)\"";
-pub const PENDING: &str =
-    "README: \"While a booking is pending, `check` denies what would overtake it (the sliding window: what would come before the booking's window ...).\"";
-pub const RESERVE: &str = "README: \"For the buckets this is GCRA virtual scheduling ...; the fixed window books into the earliest window where the request fits ..., the sliding window at the earliest time its weighted count admits the request, the sliding log at the time its `n`-th oldest entry leaves the window.\"";
-pub const TOO_LONG: &str = "ReserveError::TooLong::max_wait: \"The longest wait allowed: the caller's `max_wait`, or `Reservation::MAX_WAIT` when that is smaller ..., or the time left until the engine's horizon ... when the booking would end past it. Always less than `wait`.\" (README: \"beyond it, `ReserveError::TooLong` reports that bound as its `max_wait`\")";
-pub const SET_QUOTA_BUCKET: &str = "README: \"a bucket's debt at the change `c` is converted into the new quota's requests, `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`, rounded up so the limit is never exceeded\"";
-pub const SET_QUOTA_WINDOW: &str = "README: \"The windows keep their counts and apply the new limit at once\"; \"The sliding log keeps its timestamps\"";
-pub const CONVERTED_NOTHING: &str = "README: \"after a `set_quota` or tier change that converted a bucket's state to another rate, nothing either (the booking was converted with the rest; each booking records the rate it was counted at)\"";
-pub const PEEK: &str = "README: \"`peek()` ... returns the decision a request would get now without consuming anything or inserting the key\"";
+pub const ADMIT_TOKEN: &str = "guide::promises (token-bucket): \"a request of cost `n` at `t` is admitted iff `max(TAT, t) + n·T − t ≤ burst·T`\"";
+pub const ADMIT_LEAKY: &str =
+    "guide::promises (leaky-bucket): \"admits exactly what `TokenBucket` admits\"";
+pub const ADMIT_FIXED: &str = "guide::promises (fixed-window): \"at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's zero\"";
+pub const ADMIT_SLIDING: &str = "guide::promises (sliding-window): \"admitted iff `prev·(P − e) + (curr + n)·P ≤ limit·P`, exact integers\"";
+pub const ADMIT_LOG: &str = "guide::promises (sliding-log): \"exact: at most `limit` admitted in every interval `(t − P, t]`\"";
+pub const REMAINING: &str = "guide::promises (remaining): \"how many more requests of cost 1 would be admitted right now, after this one\"";
+pub const RESET: &str = "guide::promises (reset-after): \"`reset_after()` is the duration until the full quota is available again\"";
+pub const RETRY: &str = "guide::promises (retry-after): \"`retry_after()` is the exact wait until the same request would fit; never too early\"";
+pub const DELAY: &str = "guide::promises (delay): \"`Decision::delay()` says how long to hold each admitted request so releases are spaced by `T`: `max(TAT, t) − t` for the leaky bucket, zero for the others\"";
+pub const LIMIT: &str = "guide::promises (limit-burst): \"`limit()` is the quota's limit (not the burst), `burst()` the most admitted at once\"";
+pub const CANNOT_FIT: &str =
+    "guide::promises (cannot-fit): \"A cost that can never fit is an error, not a denial.\"";
+pub const DENIAL_NOTHING: &str =
+    "guide::promises (denial-nothing): \"A denial takes nothing from any limit\"";
+pub const DENIAL_NAMES: &str = "guide::promises (denial-nothing): \"A denial takes nothing from any limit\"; (denial-names): \"A denial names every limit that denied and reports the longest wait.\"";
+pub const CANCEL: &str = "guide::promises (cancel): \"`cancel()` gives back what no later booking depends on, by Go x/time/rate's `CancelAt` rule\"; (cancel-due): \"A reservation cancelled once it is due gives nothing back\"";
+pub const PENDING: &str = "guide::promises (pending): \"While a booking is pending, `check` denies what would overtake it.\"; (pending-sliding): \"The sliding window denies what would come before the booking's window.\"";
+pub const RESERVE: &str = "guide::promises (reserve): \"for the buckets GCRA virtual scheduling; the fixed window books into the earliest window where the request fits, the sliding window at the earliest time its weighted count admits the request, the sliding log at the time its `n`-th oldest entry leaves the window.\"";
+pub const TOO_LONG: &str = "ReserveError::TooLong::max_wait: \"The longest wait allowed: the caller's `max_wait`, or `Reservation::MAX_WAIT` when that is smaller ..., or the time left until the engine's horizon ... when the booking would end past it. Always less than `wait`.\" (guide::promises (max-wait): \"beyond it, `ReserveError::TooLong` reports that bound as its `max_wait`\")";
+pub const SET_QUOTA_BUCKET: &str = "guide::promises (carry-over): \"a bucket's debt at the change `c` is converted into the new quota's requests, `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`, rounded up so the limit is never exceeded\"";
+pub const SET_QUOTA_WINDOW: &str = "guide::promises (windows-keep): \"The windows keep their counts and apply the new limit at once\"; (windows-keep): \"The sliding log keeps its timestamps\"";
+pub const CONVERTED_NOTHING: &str = "guide::promises (converted): \"gives nothing back after a `set_quota` or tier change that converted a bucket's state to another rate, even once converted back: the booking was converted with the rest\"";
+pub const PEEK: &str = "guide::promises (peek): \"`peek()` and `peek_n(n)` return the decision a request would get now without consuming anything or inserting the key\"";
 
 pub fn admit_quote(a: Algo) -> &'static str {
     match a {
@@ -108,7 +109,7 @@ pub fn start() {
     STOPPED.with(|s| s.set(false));
 }
 
-/// Panics with the README sentence when `cond` fails; with `TOLLGATE_FUZZ_SKIP` set to
+/// Panics with the quoted promise when `cond` fails; with `TOLLGATE_FUZZ_SKIP` set to
 /// `|`-separated alternatives (each `&`-separated substrings that must all occur), a
 /// violation whose message matches one ends the run
 /// quietly instead (for looking past known bugs); `TOLLGATE_FUZZ_ONLY`, the same syntax,

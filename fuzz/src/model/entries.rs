@@ -1,6 +1,6 @@
 //! FixedWindow, SlidingWindow and SlidingLog as a list of admitted requests (time, cost).
 //!
-//! README: FixedWindow "at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's
+//! guide: FixedWindow "at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's
 //! zero"; SlidingWindow "admitted iff `prev·(P − e) + (curr + n)·P ≤ limit·P`, exact
 //! integers"; SlidingLog "exact: at most `limit` admitted in every interval `(t − P, t]`".
 //! Reservations: "the fixed window books into the earliest window where the request fits
@@ -44,7 +44,7 @@ impl Entries {
     }
 
     /// The earliest time a new request may be decided at: the newest entry (a pending
-    /// booking's time), or, for the sliding window, the start of its window (README:
+    /// booking's time), or, for the sliding window, the start of its window (guide:
     /// "its state keeps counts, not the booked time").
     fn gate(&self, p: &Params) -> Option<u128> {
         let m = self.newest()?;
@@ -114,7 +114,7 @@ impl Entries {
         }
     }
 
-    /// README (Decision::remaining): "How many more requests of cost 1 would be admitted
+    /// guide (Decision::remaining): "How many more requests of cost 1 would be admitted
     /// right now": none while a booking is pending.
     pub fn remaining(&self, t: u128, p: &Params) -> u32 {
         if self.pending(t, p) {
@@ -201,7 +201,7 @@ impl Entries {
         });
     }
 
-    /// README: "for the windows and the log, everything while nothing later was booked
+    /// guide: "for the windows and the log, everything while nothing later was booked
     /// into a later ... window or entry, else nothing" (the log: "a booking for a later
     /// time gives nothing back once anything was logged after it"; a window booking for a
     /// window later than its reading's: "once anything was booked after it into its
@@ -233,7 +233,7 @@ impl Entries {
         prev * (p.period - e) + self.count(k, p) * p.period
     }
 
-    /// What the entry has used, under each reading of README's "a window's count, the
+    /// What the entry has used, under each reading of the guide's "a window's count, the
     /// log's entries in the period": (the current window's count, every counted request).
     pub fn used(&self, t: u128, p: &Params) -> (u128, u128) {
         let k = t / p.period;
@@ -248,7 +248,7 @@ impl Entries {
             .map(|e| u128::from(e.n))
             .sum();
         // The log holds its last `limit` admissions: no more of them can count in any
-        // window of the period (README: "at most `limit` admitted in every interval").
+        // window of the period (guide: "at most `limit` admitted in every interval").
         let all = match p.algo {
             Algo::Log => all.min(u128::from(p.limit)),
             _ => all,
