@@ -434,7 +434,11 @@ fn a_fixed_window_booking_cancelled_out_of_order_gives_back_its_count() {
     let mut keys: Vec<_> = (0..7).map(|_| keyed.reserve(&1, 1, max).unwrap()).collect();
     for (i, (s, k)) in singles.iter().zip(&keys).enumerate() {
         let want = if i < 4 { Duration::ZERO } else { window_1 };
-        assert_eq!((s.wait_time(), k.wait_time()), (want, want), "reservation {i}");
+        assert_eq!(
+            (s.wait_time(), k.wait_time()),
+            (want, want),
+            "reservation {i}"
+        );
     }
     singles.remove(5).cancel();
     keys.remove(5).cancel();

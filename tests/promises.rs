@@ -435,11 +435,14 @@ fn a_fixed_window_read_behind_an_unbooked_state_decides_at_the_states_time() {
         .build()
         .unwrap();
     let keyed = keyed(Algorithm::FixedWindow, q, &clock);
-    let tiered = KeyedRateLimiter::<u64, _>::builder(Algorithm::FixedWindow, Quota::new(50, Duration::from_millis(100)))
-        .tiers([q])
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let tiered = KeyedRateLimiter::<u64, _>::builder(
+        Algorithm::FixedWindow,
+        Quota::new(50, Duration::from_millis(100)),
+    )
+    .tiers([q])
+    .clock(clock.clone())
+    .build()
+    .unwrap();
     let tier = tiered.tier(1).unwrap();
     clock.set(Duration::from_millis(150));
     assert!(one.check().is_allowed());
