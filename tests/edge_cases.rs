@@ -644,7 +644,10 @@ fn window_index_at_the_layout_bound_does_not_wrap() {
             fill(&l);
             let last_index = HORIZON_NS / min;
             let c = 32 - limit.leading_zeros();
-            assert!(last_index < 1u64 << index_bits(fields, limit), "layout bound");
+            assert!(
+                last_index < 1u64 << index_bits(fields, limit),
+                "layout bound"
+            );
             let mut times = vec![last_index * min];
             if last_index >= 2 && a == Algorithm::FixedWindow {
                 // The window before the last one, then the last one.

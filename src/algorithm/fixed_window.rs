@@ -156,8 +156,8 @@ impl FixedWindow {
         };
         let d = self.decide(k, u64::from(count), now, cost);
         // Written by a reading in or behind an unmarked window: unmarked.
-        let next = (d.is_allowed() && cost > 0)
-            .then(|| self.pack(k, u64::from(count + cost), false));
+        let next =
+            (d.is_allowed() && cost > 0).then(|| self.pack(k, u64::from(count + cost), false));
         (next, d)
     }
 
