@@ -643,7 +643,6 @@ fn window_index_at_the_layout_bound_does_not_wrap() {
             let (l, clock) = manual(a, q);
             fill(&l);
             let last_index = HORIZON_NS / min;
-            let c = 32 - limit.leading_zeros();
             assert!(
                 last_index < 1u64 << index_bits(fields, limit),
                 "layout bound"

@@ -321,9 +321,13 @@ impl FixedWindow {
     /// time and admit a further limit while window `k − 1`'s own admissions stand. It
     /// is not idle before window `k` starts, and decides as a fresh key from then on,
     /// as the marked `(k, 0)` it replaces would not.
+    /// Window 0 has none before it: emptied, it is the fresh state.
     #[cold]
     fn given_up(&self, k: u64) -> u64 {
-        self.pack(k.saturating_sub(1), u64::from(self.limit), true)
+        match k {
+            0 => 0,
+            k => self.pack(k - 1, u64::from(self.limit), true),
+        }
     }
 
     /// The largest count a state of this layout holds.
