@@ -229,7 +229,8 @@ impl Entries {
     /// it into that window"). The fixed window: "a fixed-window booking gives its count
     /// back in any order while the key is still in its window, and the rest of the
     /// window that a booking moved the key from is given back only by cancelling that
-    /// booking while nothing else is booked in its window, else it stays given up".
+    /// booking while nothing else is booked in its window, else it stays given up, counted
+    /// at the limit".
     pub fn cancel(&mut self, b: &Booking, p: &Params) {
         let Some(i) = self.v.iter().position(|e| e.id == b.id) else {
             return;
