@@ -1,6 +1,6 @@
 //! Raw configurations: limits near `u32::MAX`, periods from 1 ns to past the horizon,
 //! bursts, costs that can never fit, clocks near their horizon. Never a panic; a
-//! `ConfigError` exactly where the guide says refused; then the first decisions against
+//! `ConfigError` exactly where the README says refused; then the first decisions against
 //! the model (exactly while every time involved stays below the horizon, otherwise the
 //! basic promises only).
 #![no_main]
@@ -12,7 +12,7 @@ use tollgate::{ManualClock, Quota, RateLimiter, Reservation, ReserveError};
 use tollgate_fuzz::check::{self, decision, promise, Trace};
 use tollgate_fuzz::model::{Algo, Lim, Params, Reserved, HORIZON};
 
-const BOUNDS: &str = "guide::promises (zero): \"A zero limit, period or burst is refused\"; (window-burst): \"A burst on a window algorithm is refused\"; (bucket-rate): \"A bucket rate of more than one request per nanosecond is refused\"; (span): \"`burst·T` or the period beyond 146 years is refused\"; (window-layout): \"the period must exceed `2^(c−2)` ns for `FixedWindow`, respectively `2^(2c−2)` ns for `SlidingWindow`\"; (log-limit): \"`SlidingLog` limit above 65,536 is refused\"";
+const BOUNDS: &str = "guide::promises (zero): \"A zero limit, period or burst is refused\"; (window-burst): \"A burst on a window algorithm is refused\"; (bucket-rate): \"A bucket rate of more than one request per nanosecond is refused\"; (span): \"`burst·T` or the period beyond 146 years is refused\"; (window-layout): \"the period must exceed `2^(c−1)` ns for `FixedWindow`, respectively `2^(2c−2)` ns for `SlidingWindow`\"; (log-limit): \"`SlidingLog` limit above 65,536 is refused\"";
 
 #[derive(Arbitrary, Debug)]
 enum Num {
@@ -61,7 +61,7 @@ struct Input {
 
 fuzz_target!(|input: Input| run(input));
 
-/// The the guide's refusals, in order.
+/// The README's refusals, in order.
 fn refused(algo: Algo, limit: u64, period: u64, burst: Option<u64>) -> Option<&'static str> {
     let b = burst.unwrap_or(limit);
     if limit == 0 || period == 0 || b == 0 {
@@ -79,8 +79,9 @@ fn refused(algo: Algo, limit: u64, period: u64, burst: Option<u64>) -> Option<&'
     }
     let c = 64 - limit.leading_zeros();
     let p4 = u128::from(period) * 4;
+    let p2 = u128::from(period) * 2;
     match algo {
-        Algo::Fixed if p4 <= 1u128 << c => Some("FixedWindow: the period must exceed 2^(c−2) ns"),
+        Algo::Fixed if p2 <= 1u128 << c => Some("FixedWindow: the period must exceed 2^(c−1) ns"),
         Algo::Sliding if p4 <= 1u128 << (2 * c) => {
             Some("SlidingWindow: the period must exceed 2^(2c−2) ns")
         }
@@ -120,7 +121,7 @@ fn run(input: Input) {
         built.is_err() == why.is_some(),
         BOUNDS,
         format_args!(
-            "build gave {:?}; the guide: {}",
+            "build gave {:?}; the README: {}",
             built.as_ref().err(),
             why.unwrap_or("accepted")
         ),
@@ -159,8 +160,8 @@ fn run(input: Input) {
                     "t={t} set_quota(limit {nl}, period {np} ns, burst {nb:?}) -> {got:?}"
                 ));
                 let why = refused(algo, nl, np, nb).or_else(|| match algo {
-                    Algo::Fixed | Algo::Sliding if u128::from(np) != p.period => Some("guide::promises (period-fixed): \"A window's period is fixed at build (`ConfigError::PeriodChange`)\""),
-                    Algo::Log if nl > limit => Some("guide::promises (ring-fixed): \"A sliding log's rings keep the size they were built with (`ConfigError::LogBeyondRing` above it)\""),
+                    Algo::Fixed | Algo::Sliding if u128::from(np) != p.period => Some("README: \"the period itself is fixed at build (`ConfigError::PeriodChange`)\""),
+                    Algo::Log if nl > limit => Some("README: \"its rings keep the size they were built with (`ConfigError::LogBeyondRing` above it)\""),
                     _ => None,
                 });
                 if algo == Algo::Log && u128::from(np) != p.period && why.is_none() {
@@ -170,7 +171,7 @@ fn run(input: Input) {
                     got.is_err() == why.is_some(),
                     BOUNDS,
                     format_args!(
-                        "set_quota gave {got:?}; the guide: {}",
+                        "set_quota gave {got:?}; the README: {}",
                         why.unwrap_or("accepted")
                     ),
                     &trace,

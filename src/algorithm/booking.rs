@@ -56,7 +56,10 @@ pub(crate) enum Booking {
 }
 
 /// A window booking into a window later than its reading's (a reservation that did
-/// not fit before): the state word right before it and right after it.
+/// not fit before): the state word right before it and right after it. The fixed
+/// window keeps it only for the booking that moved the state into that window, and
+/// gives every other booking's count back in any order (see `FixedWindow::refund`);
+/// the sliding window keeps it for every booking into a later window, as below.
 ///
 /// Such a booking is given back last first, as the sliding log's bookings for a later
 /// time are: while the state is still exactly `after` (nothing booked behind it, or

@@ -172,6 +172,7 @@ impl Budget {
             id,
             future: false,
             window_ahead: false,
+            moved: false,
         });
         self.stored = t / p.period;
         self.newest = t;

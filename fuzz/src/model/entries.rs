@@ -23,20 +23,35 @@ pub struct Entry {
     pub future: bool,
     /// Booked into a window after its reading's (the windows).
     pub window_ahead: bool,
+    /// The fixed window: booked into a later window that held nothing, so the key moved
+    /// there from the window before it (guide::promises, cancel-window-moved: "the window that a booking moved the key
+    /// from").
+    pub moved: bool,
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct Entries {
     pub v: Vec<Entry>,
+    /// The fixed window: windows whose moving booking was cancelled while something else
+    /// was booked in them (guide::promises, cancel-window-moved: "else its rest stays given up"): once they hold nothing,
+    /// the rest of the window before each is given up.
+    pub given_up: Vec<u128>,
+    /// The fixed window: what a given-up window's count was set to beyond its entries,
+    /// `(window, limit − its entries)` when it was given up (guide::promises, cancel-window-moved: "else its rest stays
+    /// given up": counted as full, at the limit of the time).
+    pub adjust: Vec<(u128, i128)>,
 }
 
 impl Entries {
     fn count(&self, w: u128, p: &Params) -> u128 {
-        self.v
+        let entries: u128 = self
+            .v
             .iter()
             .filter(|e| e.ts / p.period == w)
             .map(|e| u128::from(e.n))
-            .sum()
+            .sum();
+        let adjust: i128 = self.adjust.iter().filter(|a| a.0 == w).map(|a| a.1).sum();
+        u128::try_from(entries as i128 + adjust).expect("a window's count is never negative")
     }
 
     fn pending(&self, t: u128, p: &Params) -> bool {
@@ -167,6 +182,7 @@ impl Entries {
                 id: 0,
                 future: false,
                 window_ahead: false,
+                moved: false,
             });
         }
         Expect {
@@ -188,40 +204,89 @@ impl Entries {
             Algo::Sliding => e.ts / big_p + 1 >= k,
             _ => e.ts + big_p > t,
         });
+        self.adjust.retain(|a| a.0 >= k);
     }
 
     pub fn take(&mut self, t: u128, at: u128, n: u32, p: &Params, id: u64) {
         self.prune(t, p);
+        let w = at / p.period;
+        let ahead = w > t / p.period;
+        let moved = ahead && !self.v.iter().any(|e| e.ts / p.period == w);
         self.v.push(Entry {
             ts: at,
             n,
             id,
             future: at > t,
-            window_ahead: at / p.period > t / p.period,
+            window_ahead: ahead,
+            moved,
         });
     }
 
     /// guide: "for the windows and the log, everything while nothing later was booked
     /// into a later ... window or entry, else nothing" (the log: "a booking for a later
-    /// time gives nothing back once anything was logged after it"; a window booking for a
-    /// window later than its reading's: "once anything was booked after it into its
-    /// window").
+    /// time gives nothing back once anything was logged after it"; a sliding-window
+    /// booking for a window later than its reading's: "once anything was booked after
+    /// it into that window"). The fixed window: "a fixed-window booking gives its count
+    /// back in any order while the key is still in its window, and the rest of the
+    /// window that a booking moved the key from is given back only by cancelling that
+    /// booking while nothing else is booked in its window, else it stays given up, counted
+    /// at the limit".
     pub fn cancel(&mut self, b: &Booking, p: &Params) {
         let Some(i) = self.v.iter().position(|e| e.id == b.id) else {
             return;
         };
-        let (mine, future, ahead) = (self.v[i].ts, self.v[i].future, self.v[i].window_ahead);
+        let (mine, future, ahead, moved) = {
+            let e = &self.v[i];
+            (e.ts, e.future, e.window_ahead, e.moved)
+        };
+        let w = mine / p.period;
         let later = |e: &Entry| match p.algo {
             Algo::Log => e.ts > mine || (future && e.ts == mine && e.id > b.id),
-            _ => {
-                e.ts / p.period > mine / p.period
-                    || (ahead && e.ts / p.period == mine / p.period && e.id > b.id)
-            }
+            Algo::Fixed => e.ts / p.period > w,
+            _ => e.ts / p.period > w || (ahead && e.ts / p.period == w && e.id > b.id),
         };
         if self.v.iter().any(|e| e.id != b.id && later(e)) {
             return;
         }
+        // A given-up window set to the limit may count less than the booking (the limit
+        // was lowered below its count before): nothing to take it from.
+        if p.algo == Algo::Fixed && self.count(w, p) < u128::from(self.v[i].n) {
+            return;
+        }
         self.v.remove(i);
+        if p.algo != Algo::Fixed {
+            return;
+        }
+        let others = self.count(w, p) > 0;
+        if moved && others && !self.given_up.contains(&w) {
+            self.given_up.push(w);
+        }
+        if !others {
+            if let Some(at) = self.given_up.iter().position(|&g| g == w) {
+                self.given_up.swap_remove(at);
+                if w == 0 {
+                    // None before window 0: the key is fresh.
+                    return;
+                }
+                // The window the key was moved from, counted at the limit; it is itself
+                // given up in turn once it counts nothing (the key is never held until
+                // a window that counts nothing).
+                let from = w - 1;
+                let rest = i128::from(p.limit) - self.count(from, p) as i128;
+                self.adjust.push((from, rest));
+                if !self.given_up.contains(&from) {
+                    self.given_up.push(from);
+                }
+                self.v.push(Entry {
+                    ts: from * p.period,
+                    n: 0,
+                    id: 0,
+                    future: false,
+                    window_ahead: false,
+                    moved: false,
+                });
+            }
+        }
     }
 
     /// The sliding window's weighted count at `t`: `prev·(P − e) + curr·P` (requests ×
@@ -251,10 +316,14 @@ impl Entries {
         // window of the period (guide: "at most `limit` admitted in every interval").
         let all = match p.algo {
             Algo::Log => all.min(u128::from(p.limit)),
+            Algo::Fixed => {
+                let adjust: i128 = self.adjust.iter().filter(|a| a.0 >= k).map(|a| a.1).sum();
+                (all as i128 + adjust) as u128
+            }
             _ => all,
         };
         let curr = match p.algo {
-            Algo::Log => all,
+            Algo::Log | Algo::Fixed => all,
             _ => {
                 self.count(k, p)
                     + self

@@ -211,8 +211,8 @@ impl Plan {
                 (u128::from(max_owed) * u128::from(t_us)).min(u128::from(MAX_SPAN_US)) as u64
             }
             Plan::Fixed { p_us, limit } => {
-                let shift = 64 - index_bits(p_us * 1000);
-                (u64::from(limit) + u64::from(max_owed)).min(field(shift))
+                let bits = crate::algorithm::fixed_window::count_field_bits(p_us * 1000);
+                (u64::from(limit) + u64::from(max_owed)).min(field(bits))
             }
             Plan::Sliding { p_us, limit } => {
                 let shift = (64 - index_bits(p_us * 1000)) / 2;
