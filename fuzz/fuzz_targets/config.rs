@@ -12,7 +12,7 @@ use tollgate::{ManualClock, Quota, RateLimiter, Reservation, ReserveError};
 use tollgate_fuzz::check::{self, decision, promise, Trace};
 use tollgate_fuzz::model::{Algo, Lim, Params, Reserved, HORIZON};
 
-const BOUNDS: &str = "guide::promises (zero): \"A zero limit, period or burst is refused\"; (window-burst): \"A burst on a window algorithm is refused\"; (bucket-rate): \"A bucket rate of more than one request per nanosecond is refused\"; (span): \"`burst·T` or the period beyond 146 years is refused\"; (window-layout): \"the period must exceed `2^(c−1)` ns for `FixedWindow`, respectively `2^(2c−2)` ns for `SlidingWindow`\"; (log-limit): \"`SlidingLog` limit above 65,536 is refused\"";
+const BOUNDS: &str = "guide::promises (zero): \"A zero limit, period or burst is refused\"; (window-burst): \"A burst on a window algorithm is refused\"; (bucket-rate): \"A bucket rate of more than one request per nanosecond is refused\"; (span): \"`burst·T` or the period beyond 146 years is refused\"; (window-layout): \"the period must exceed `2^(c−1)` ns for `FixedWindow` ... respectively `2^(2c−2)` ns for `SlidingWindow`\"; (log-limit): \"`SlidingLog` limit above 65,536 is refused\"";
 
 #[derive(Arbitrary, Debug)]
 enum Num {
