@@ -55,20 +55,18 @@ pub(crate) enum Booking {
     },
 }
 
-/// A window booking into a window later than its reading's (a reservation that did
-/// not fit before): the state word right before it and right after it. The fixed
-/// window keeps it only for the booking that moved the state into that window, and
-/// gives every other booking's count back in any order (see `FixedWindow::refund`);
-/// the sliding window keeps it for every booking into a later window, as below.
+/// A window booking that moved the state into a window later than its reading's (a
+/// reservation that did not fit before): the state word right before it and right
+/// after it. Both windows keep it only for the booking that moved the state, and give
+/// every booking's count back in any order while the state is in its window (see
+/// `FixedWindow::refund`, `SlidingWindow::refund`).
 ///
-/// Such a booking is given back last first, as the sliding log's bookings for a later
-/// time are: while the state is still exactly `after` (nothing booked behind it, or
-/// everything booked behind it given back), a cancel restores `before`, which puts the
-/// key back in the window it was moved from with every count it had there; once
-/// anything was booked behind it, nothing (the state may have left `before`'s window,
-/// and only the last booking knows where it came from). So cancels in reverse order of
-/// booking give everything back, and a key is never held until a window that counts
-/// nothing.
+/// The move itself is undone last first: while the state is still exactly `after`
+/// (nothing booked behind it, or everything booked behind it given back), a cancel
+/// restores `before`, which puts the key back in the window it was moved from with
+/// every count it had there; once anything was booked behind it, the rest of the
+/// window it moved from stays given up (only the booking that moved the state knows
+/// where it came from).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Later {
     /// The state word before the booking.
@@ -78,13 +76,6 @@ pub(crate) struct Later {
 }
 
 impl Later {
-    /// The later-window booking of a reservation that read `now`, into a window
-    /// starting at `start`, taking `before` to `after`; `None` for the reading's window.
-    #[inline]
-    pub(crate) fn of(start: u64, now: u64, before: u64, after: u64) -> Option<Later> {
-        (start > now).then_some(Later { before, after })
-    }
-
     /// The state a cancel leaves: `before` while the state is still the booking's own.
     #[inline]
     pub(crate) fn refund(&self, state: u64) -> Option<u64> {

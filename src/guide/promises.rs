@@ -22,15 +22,19 @@
 //!   `cell::stale_reading_racing_fresh_one_never_over_admits`.
 //! - **clock-back-bucket**: The buckets decide a reading older than the state at the state's
 //!   time. *Checked by* `edge_cases::stepping_back_never_re_earns_capacity`.
-//! - **clock-back-window**: A fixed window decides a reading older than its state's window in
-//!   the state's window, with that window's count (waits measured from the reading): a
-//!   backward step alone never denies a request, and `peek_n(0)` reports what that window has
-//!   left. The Redis exact mode does the same. *Checked by*
+//! - **clock-back-window**: A window decides a reading older than its state's window in the
+//!   state's window, with its counts (waits measured from the reading); a sliding window
+//!   decides it at that window's start, where the previous window weighs the most. A backward
+//!   step alone never denies a request the state's time would admit, and `peek_n(0)` reports
+//!   what is left then. The Redis exact mode does the same. *Checked by*
 //!   `promises::a_fixed_window_read_behind_an_unbooked_state_decides_at_the_states_time`,
-//!   `redis::exact::exact_fixed_window_read_behind_decides_at_the_states_time`.
+//!   `promises::a_sliding_window_read_behind_an_unbooked_state_decides_at_the_states_time`,
+//!   `redis::exact::exact_fixed_window_read_behind_decides_at_the_states_time`,
+//!   `redis::exact::exact_sliding_window_read_behind_decides_at_the_states_time`.
 //! - **clock-back-booked**: Behind a window that a reservation moved the state into, nothing is
 //!   admitted before that window starts. *Checked by*
-//!   `promises::a_fixed_window_read_behind_a_booking_still_queues`.
+//!   `promises::a_fixed_window_read_behind_a_booking_still_queues`,
+//!   `promises::a_sliding_window_read_behind_a_booking_still_queues`.
 //! - **stale-boundary**: A request denied only because another request moved the state into
 //!   a later window after its reading is decided once more at a fresh reading before the
 //!   denial is returned. *Checked by*
@@ -110,8 +114,8 @@
 //!   `edge_cases::spans_beyond_the_horizon_are_refused`, `edge_cases::century_long_periods_work`.
 //! - **window-layout**: Window quotas whose counts and full window index do not fit one word
 //!   are refused: with `c` the bits of the limit, the period must exceed `2^(c−1)` ns for
-//!   `FixedWindow` (one bit of its word marks a booking ahead), respectively `2^(2c−2)` ns for
-//!   `SlidingWindow`. So a `SlidingWindow` takes up to 32,767 per second, 262,143 per minute or
+//!   `FixedWindow`, respectively `2^(2c−1)` ns for `SlidingWindow` (one bit of either word
+//!   marks a booking ahead). So a `SlidingWindow` takes up to 32,767 per second, 262,143 per minute or
 //!   2,097,151 per hour; a `FixedWindow` 1,048,575 per millisecond or any `u32` limit per 2.2 s.
 //!   `edge_cases::window_layouts_too_fine_are_refused`,
 //!   `readme_bounds::the_guide_states_the_window_bounds_the_builder_enforces` (reads these
@@ -260,18 +264,17 @@
 //!   `cancel::a_token_bucket_cancel_after_an_earlier_cancel_gives_back_its_share`.
 //! - **cancel-leaky**: A leaky-bucket cancel gives back everything while nothing later was booked into a later slot, else nothing.
 //!   *Checked by* fuzz `single` (`model/gcra.rs`); `multi::leaky_bucket_slots_are_given_back`.
-//! - **cancel-window**: A fixed-window booking gives its count back in any order while the key
-//!   is still in the booking's window. *Checked by*
+//! - **cancel-window**: A window booking (fixed or sliding) gives its count back in any order
+//!   while the key is still in the booking's window. *Checked by*
 //!   `cancel::a_fixed_window_booking_cancelled_out_of_order_gives_back_its_count`,
-//!   `cancel::a_fixed_window_cancel_into_a_later_window_restores_the_current_one`.
+//!   `cancel::a_fixed_window_cancel_into_a_later_window_restores_the_current_one`,
+//!   `cancel::later_window_bookings_are_given_back_last_first`.
 //! - **cancel-window-moved**: The window a booking moved the key from is given back only by
 //!   cancelling that booking while nothing else is booked in its window; else its rest stays
-//!   given up, counted at the limit. *Checked by*
-//!   `cancel::a_fixed_window_move_is_undone_only_last_first`.
-//! - **cancel-sliding-window**: A sliding-window booking for a window later than its reading's
-//!   gives nothing back once anything was booked after it into that window: only the last one
-//!   knows the state the key was moved from. Cancelled last first, such bookings give
-//!   everything back. *Checked by* `cancel::later_window_bookings_are_given_back_last_first`.
+//!   given up: a fixed window counts it at the limit, a sliding window admits nothing before
+//!   the window the key was moved into starts. *Checked by*
+//!   `cancel::a_fixed_window_move_is_undone_only_last_first`,
+//!   `cancel::later_window_bookings_are_given_back_last_first`.
 //! - **cancel-log**: A sliding-log booking for a later time gives nothing back once anything
 //!   was logged after it, even at the same time: the entries the later one overwrote are not
 //!   known to it. Cancelled last first, such bookings give everything back. *Checked by*

@@ -204,7 +204,6 @@ impl Plan {
     /// count times the period, and the sum of two such, stays exact: the lower bound
     /// for periods past about half an hour); 0 for the log, which needs none.
     fn charge_bound(&self, max_owed: u32) -> u64 {
-        use crate::algorithm::index_bits;
         let field = |shift: u32| (1u64 << shift.min(32)) - 1;
         match *self {
             Plan::Gcra { t_us, .. } => {
@@ -215,7 +214,7 @@ impl Plan {
                 (u64::from(limit) + u64::from(max_owed)).min(field(bits))
             }
             Plan::Sliding { p_us, limit } => {
-                let shift = (64 - index_bits(p_us * 1000)) / 2;
+                let shift = crate::algorithm::sliding_window::count_field_bits(p_us * 1000);
                 (u64::from(limit) + u64::from(max_owed))
                     .min(field(shift))
                     .min((4 * MAX_SPAN_US) / p_us)
