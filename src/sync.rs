@@ -14,6 +14,39 @@
 //! loom model (`loom-tests/tests/seqlock.rs`) checks the code the crate runs; inside the
 //! limiters' models [`Swap`] is a modelled mutex instead (see there).
 //!
+//! The keyed table's 16-byte slot word ([`AtomicU128`]) is `machine`'s own cell outside
+//! loom models (one protocol per process: the inline instructions or portable-atomic's);
+//! inside them it is a `u128` behind a loom mutex, so that the models check the table's
+//! protocol, not the instruction. Every path, the stand-in's included, runs the one check
+//! of orderings here ([`check_load_order`], [`check_failure_order`]).
+//!
+//! **What the stand-in cannot check.** A mutex makes every operation on the word stronger than the
+//! ordering the code passes: each one, a load or a failed compare-and-swap included,
+//! acquires (the lock) and releases (the unlock), and all operations on all words (each
+//! taking and leaving its lock) are sequentially consistent with one another. So the models
+//! would pass if an ordering were too weak: a `Relaxed` load where the protocol needs
+//! `Acquire`, or a protocol that needs a total order across two words (a store-buffering
+//! pattern: write one word, then read another that a second thread wrote before reading
+//! the first), which acquire and release do not give.
+//!
+//! **Why the orderings are still right.** The table uses `Acquire` loads and
+//! compare-and-swaps with `AcqRel` success and `Acquire` failure, and relies on no more:
+//! (1) A decision's correctness rests on each word alone: a compare-and-swap stores only
+//! over the word its step was computed from, which is the word's atomicity and holds at
+//! any ordering (and the mutex gives exactly that). (2) What a word publishes travels from
+//! a successful compare-and-swap (its release half) to a load or compare-and-swap that
+//! reads the value it wrote (acquire): a state's rate class, whose interval the reader then
+//! loads from the table's `Rates` (stored, with release, before any state was tagged with
+//! it). Nothing is published by a load or a failed compare-and-swap, so the release the
+//! mutex lends them, which the real ones lack, is never relied on. (3) No step needs a total order across words: the one protocol
+//! that does, a rate class's retirement against the writes in flight that may tag a state
+//! with it, runs on `Rates`' own `SeqCst` counters, loom's atomics in the models; and the
+//! retirement's sweep sees every such write through the writers' count (released by each
+//! write after its compare-and-swap, acquired by the sweep before its loads), not through
+//! the words. On x86-64's inline path every access is `SeqCst` anyway (see `machine`);
+//! portable-atomic's path is where these orderings are what runs, and the machine tests
+//! run it under threads.
+//!
 //! [loom]: https://docs.rs/loom
 
 #[cfg(not(tollgate_loom))]
@@ -119,32 +152,8 @@ pub(crate) fn prefetch<T>(_r: &T) {}
 /// ordering check as `machine::AtomicU128` ([`check_load_order`],
 /// [`check_failure_order`]), and otherwise ignores the orderings it is given.
 ///
-/// **What it cannot check.** A mutex makes every operation on the word stronger than the
-/// ordering the code passes: each one, a load or a failed compare-and-swap included,
-/// acquires (the lock) and releases (the unlock), and all operations on all words (each
-/// taking and leaving its lock) are sequentially consistent with one another. So the models
-/// would pass if an ordering were too weak: a `Relaxed` load where the protocol needs
-/// `Acquire`, or a protocol that needs a total order across two words (a store-buffering
-/// pattern: write one word, then read another that a second thread wrote before reading
-/// the first), which acquire and release do not give.
-///
-/// **Why the orderings are still right.** The table uses `Acquire` loads and
-/// compare-and-swaps with `AcqRel` success and `Acquire` failure, and relies on no more:
-/// (1) A decision's correctness rests on each word alone: a compare-and-swap stores only
-/// over the word its step was computed from, which is the word's atomicity and holds at
-/// any ordering (and the mutex gives exactly that). (2) What a word publishes travels from
-/// a successful compare-and-swap (its release half) to a load or compare-and-swap that
-/// reads the value it wrote (acquire): a state's rate class, whose interval the reader then
-/// loads from the table's `Rates` (stored, with release, before any state was tagged with
-/// it). Nothing is published by a load or a failed compare-and-swap, so their missing
-/// release is not needed. (3) No step needs a total order across words: the one protocol
-/// that does, a rate class's retirement against the writes in flight that may tag a state
-/// with it, runs on `Rates`' own `SeqCst` counters, loom's atomics in the models; and the
-/// retirement's sweep sees every such write through the writers' count (released by each
-/// write after its compare-and-swap, acquired by the sweep before its loads), not through
-/// the words. On x86-64's inline path every access is `SeqCst` anyway (see `machine`);
-/// portable-atomic's path is where these orderings are what runs, and the machine tests
-/// run it under threads.
+/// What this stand-in cannot check about orderings, and why the orderings are right
+/// nonetheless: see the module docs.
 #[cfg(tollgate_loom)]
 #[derive(Debug)]
 pub(crate) struct AtomicU128 {
