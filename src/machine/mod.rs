@@ -36,9 +36,8 @@
 //! [`AtomicU128::load`] and [`AtomicU128::compare_exchange`] call portable-atomic out of
 //! line.
 //!
-//! **Orderings.** Every path runs the one check of `crate::sync`
-//! ([`check_load_order`](crate::sync::check_load_order),
-//! [`check_failure_order`](crate::sync::check_failure_order)) before anything else: a load
+//! **Orderings.** Every path runs the one check of `crate::sync` ([`check_load_order`],
+//! [`check_failure_order`]) before anything else: a load
 //! with `Release` or `AcqRel`, or a compare-and-swap failing with one of those, panics with
 //! the standard library's message, the same on every path and in the loom models'
 //! stand-in. (A failure ordering stronger than the success one is accepted, as the
