@@ -14,6 +14,39 @@
 //! loom model (`loom-tests/tests/seqlock.rs`) checks the code the crate runs; inside the
 //! limiters' models [`Swap`] is a modelled mutex instead (see there).
 //!
+//! The keyed table's 16-byte slot word ([`AtomicU128`]) is `machine`'s own cell outside
+//! loom models (one protocol per process: the inline instructions or portable-atomic's);
+//! inside them it is a `u128` behind a loom mutex, so that the models check the table's
+//! protocol, not the instruction. Every path, the stand-in's included, runs the one check
+//! of orderings here ([`check_load_order`], [`check_failure_order`]).
+//!
+//! **What the stand-in cannot check.** A mutex makes every operation on the word stronger than the
+//! ordering the code passes: each one, a load or a failed compare-and-swap included,
+//! acquires (the lock) and releases (the unlock), and all operations on all words (each
+//! taking and leaving its lock) are sequentially consistent with one another. So the models
+//! would pass if an ordering were too weak: a `Relaxed` load where the protocol needs
+//! `Acquire`, or a protocol that needs a total order across two words (a store-buffering
+//! pattern: write one word, then read another that a second thread wrote before reading
+//! the first), which acquire and release do not give.
+//!
+//! **Why the orderings are still right.** The table uses `Acquire` loads and
+//! compare-and-swaps with `AcqRel` success and `Acquire` failure, and relies on no more:
+//! (1) A decision's correctness rests on each word alone: a compare-and-swap stores only
+//! over the word its step was computed from, which is the word's atomicity and holds at
+//! any ordering (and the mutex gives exactly that). (2) What a word publishes travels from
+//! a successful compare-and-swap (its release half) to a load or compare-and-swap that
+//! reads the value it wrote (acquire): a state's rate class, whose interval the reader then
+//! loads from the table's `Rates` (stored, with release, before any state was tagged with
+//! it). Nothing is published by a load or a failed compare-and-swap, so the release the
+//! mutex lends them, which the real ones lack, is never relied on. (3) No step needs a total order across words: the one protocol
+//! that does, a rate class's retirement against the writes in flight that may tag a state
+//! with it, runs on `Rates`' own `SeqCst` counters, loom's atomics in the models; and the
+//! retirement's sweep sees every such write through the writers' count (released by each
+//! write after its compare-and-swap, acquired by the sweep before its loads), not through
+//! the words. On x86-64's inline path every access is `SeqCst` anyway (see `machine`);
+//! portable-atomic's path is where these orderings are what runs, and the machine tests
+//! run it under threads.
+//!
 //! [loom]: https://docs.rs/loom
 
 #[cfg(not(tollgate_loom))]
@@ -92,9 +125,10 @@ pub(crate) use crate::machine::Line;
 pub(crate) struct Line<T>(pub(crate) [T; 4]);
 /// A 128-bit atomic word: the keyed table's slot (fingerprint and state together).
 ///
-/// `machine::AtomicU128`: inline `vmovdqa` / `lock cmpxchg16b` on x86-64 CPUs that have
-/// them (detected once), portable-atomic's `AtomicU128` everywhere else (lock-free on
-/// x86_64 with `cmpxchg16b` and on aarch64 with `casp`/`ldxp`).
+/// `machine::AtomicU128`, a cell of that module's own: inline `vmovdqa` /
+/// `lock cmpxchg16b` on x86-64 CPUs that have them (detected once), portable-atomic's
+/// `AtomicU128` over the same cell everywhere else (lock-free on x86_64 with `cmpxchg16b`
+/// and on aarch64 with `casp`/`ldxp`), one of the two for every word of a process.
 #[cfg(not(tollgate_loom))]
 pub(crate) use crate::machine::AtomicU128;
 /// Whether the hit path may use the slot word's inline operations (`machine::fast_path`),
@@ -113,9 +147,13 @@ pub(crate) fn advise_huge_pages<T>(_spare: &mut [std::mem::MaybeUninit<T>]) -> b
 #[inline(always)]
 pub(crate) fn prefetch<T>(_r: &T) {}
 
-/// A 128-bit atomic word for loom models: a linearizable `u128` behind a loom mutex,
-/// which is exactly the contract the hardware's 16-byte compare-and-swap gives, so the
-/// models check the table's protocol (not the instruction).
+/// A 128-bit atomic word for loom models: a linearizable `u128` behind a loom mutex, so
+/// that the models check the table's protocol (not the instruction). It runs the same
+/// ordering check as `machine::AtomicU128` ([`check_load_order`],
+/// [`check_failure_order`]), and otherwise ignores the orderings it is given.
+///
+/// What this stand-in cannot check about orderings, and why the orderings are right
+/// nonetheless: see the module docs.
 #[cfg(tollgate_loom)]
 #[derive(Debug)]
 pub(crate) struct AtomicU128 {
@@ -130,7 +168,8 @@ impl AtomicU128 {
         }
     }
 
-    pub(crate) fn load(&self, _order: Ordering) -> u128 {
+    pub(crate) fn load(&self, order: Ordering) -> u128 {
+        check_load_order(order);
         *lock(&self.word)
     }
 
@@ -139,8 +178,9 @@ impl AtomicU128 {
         current: u128,
         new: u128,
         _success: Ordering,
-        _failure: Ordering,
+        failure: Ordering,
     ) -> Result<u128, u128> {
+        check_failure_order(failure);
         let mut w = lock(&self.word);
         if *w == current {
             *w = new;
@@ -175,6 +215,44 @@ pub(crate) struct Fast(());
 #[cfg(tollgate_loom)]
 pub(crate) fn fast_path() -> Option<Fast> {
     Some(Fast(()))
+}
+
+/// The one check of a 16-byte word's load ordering, run first by every path
+/// (`machine`'s inline instructions and its portable-atomic operations, and the loom
+/// stand-in): `Release` and `AcqRel` panic with the standard library's own message, the
+/// same whichever path runs. Inlined, a constant ordering costs nothing.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_load_order(order: Ordering) {
+    match order {
+        Ordering::Release => invalid_order("there is no such thing as a release load"),
+        Ordering::AcqRel => invalid_order("there is no such thing as an acquire-release load"),
+        _ => {}
+    }
+}
+
+/// The one check of a 16-byte compare-and-swap's failure ordering (see
+/// [`check_load_order`]): a failure is a load, so `Release` and `AcqRel` panic with the
+/// standard library's message. Any success ordering is valid, and a failure ordering
+/// stronger than the success one is accepted, as the standard library accepts it.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_failure_order(failure: Ordering) {
+    match failure {
+        Ordering::Release => invalid_order("there is no such thing as a release failure ordering"),
+        Ordering::AcqRel => {
+            invalid_order("there is no such thing as an acquire-release failure ordering")
+        }
+        _ => {}
+    }
+}
+
+/// The panic of an invalid ordering, out of line.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn invalid_order(message: &'static str) -> ! {
+    panic!("{message}")
 }
 
 /// Whether the slot word's 16-byte atomic operations are lock-free here.
