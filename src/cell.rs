@@ -10,8 +10,8 @@
 use crate::algorithm::booking::{Book, Booking, Reserved};
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::sliding_log::{Ring, SlidingLog};
+use crate::decision::Decision;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
-use crate::Decision;
 
 /// A packed algorithm's state in one atomic word.
 ///

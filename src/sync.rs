@@ -18,7 +18,7 @@
 //! loom models (one protocol per process: the inline instructions or portable-atomic's);
 //! inside them it is a `u128` behind a loom mutex, so that the models check the table's
 //! protocol, not the instruction. Every path, the stand-in's included, runs the one check
-//! of orderings here ([`check_load_order`], [`check_failure_order`]).
+//! of orderings in `crate::ordering` (`check_load_order`, `check_failure_order`).
 //!
 //! **What the stand-in cannot check.** A mutex makes every operation on the word stronger than the
 //! ordering the code passes: each one, a load or a failed compare-and-swap included,
@@ -149,8 +149,7 @@ pub(crate) fn prefetch<T>(_r: &T) {}
 
 /// A 128-bit atomic word for loom models: a linearizable `u128` behind a loom mutex, so
 /// that the models check the table's protocol (not the instruction). It runs the same
-/// ordering check as `machine::AtomicU128` ([`check_load_order`],
-/// [`check_failure_order`]), and otherwise ignores the orderings it is given.
+/// ordering check as `machine::AtomicU128` (`crate::ordering`), and otherwise ignores the orderings it is given.
 ///
 /// What this stand-in cannot check about orderings, and why the orderings are right
 /// nonetheless: see the module docs.
@@ -159,6 +158,9 @@ pub(crate) fn prefetch<T>(_r: &T) {}
 pub(crate) struct AtomicU128 {
     word: loom::sync::Mutex<u128>,
 }
+
+#[cfg(tollgate_loom)]
+use crate::ordering::{check_failure_order, check_load_order};
 
 #[cfg(tollgate_loom)]
 impl AtomicU128 {
@@ -215,44 +217,6 @@ pub(crate) struct Fast(());
 #[cfg(tollgate_loom)]
 pub(crate) fn fast_path() -> Option<Fast> {
     Some(Fast(()))
-}
-
-/// The one check of a 16-byte word's load ordering, run first by every path
-/// (`machine`'s inline instructions and its portable-atomic operations, and the loom
-/// stand-in): `Release` and `AcqRel` panic with the standard library's own message, the
-/// same whichever path runs. Inlined, a constant ordering costs nothing.
-#[inline(always)]
-#[track_caller]
-pub(crate) fn check_load_order(order: Ordering) {
-    match order {
-        Ordering::Release => invalid_order("there is no such thing as a release load"),
-        Ordering::AcqRel => invalid_order("there is no such thing as an acquire-release load"),
-        _ => {}
-    }
-}
-
-/// The one check of a 16-byte compare-and-swap's failure ordering (see
-/// [`check_load_order`]): a failure is a load, so `Release` and `AcqRel` panic with the
-/// standard library's message. Any success ordering is valid, and a failure ordering
-/// stronger than the success one is accepted, as the standard library accepts it.
-#[inline(always)]
-#[track_caller]
-pub(crate) fn check_failure_order(failure: Ordering) {
-    match failure {
-        Ordering::Release => invalid_order("there is no such thing as a release failure ordering"),
-        Ordering::AcqRel => {
-            invalid_order("there is no such thing as an acquire-release failure ordering")
-        }
-        _ => {}
-    }
-}
-
-/// The panic of an invalid ordering, out of line.
-#[cold]
-#[inline(never)]
-#[track_caller]
-fn invalid_order(message: &'static str) -> ! {
-    panic!("{message}")
 }
 
 /// Whether the slot word's 16-byte atomic operations are lock-free here.

@@ -1,6 +1,6 @@
 //! The loom models' stand-in for the keyed table's 16-byte slot word (`sync::AtomicU128`,
 //! a modelled mutex) refuses an invalid ordering as `machine`'s paths do, by the same
-//! check (`sync::check_load_order`, `sync::check_failure_order`): with the standard
+//! check (`ordering::check_load_order`, `ordering::check_failure_order`): with the standard
 //! library's message, whichever path runs (`src/machine/tests.rs` checks the others), and
 //! before it touches the word. A failure ordering stronger than the success one is valid.
 //!

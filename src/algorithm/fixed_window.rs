@@ -3,7 +3,7 @@
 
 use super::booking::{self, Booked, Booking, Reserved};
 use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
-use crate::{Algorithm, ConfigError, Decision, Quota};
+use crate::{decision::Decision, error::ConfigError, quota::Algorithm, quota::Quota};
 use std::time::Duration;
 
 /// Validated fixed-window parameters.

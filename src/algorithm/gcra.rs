@@ -20,7 +20,7 @@
 
 use super::booking::{self, Booking, Reserved};
 use super::HORIZON_NS;
-use crate::{ConfigError, Decision, Quota};
+use crate::{decision::Decision, error::ConfigError, quota::Quota};
 use std::time::Duration;
 
 /// Validated GCRA parameters.
@@ -246,7 +246,7 @@ impl Gcra {
     }
 
     /// Gives a booking back at `now`, on a state that descends from it (the callers
-    /// check that no reset or reclaim came between: see `reservation::Origin`).
+    /// check that no reset or reclaim came between: see `booking::Origin`).
     ///
     /// A **cancel** gives back what no later booking depends on (Go x/time/rate's
     /// `CancelAt` rule in GCRA terms, `tokens − (lastEvent − timeToAct)·rate`): the

@@ -6,7 +6,7 @@
 
 use super::booking::{self, Booking, Reserved};
 use super::{count_bits, index_bits, min_window_period};
-use crate::{Algorithm, ConfigError, Decision, Quota};
+use crate::{decision::Decision, error::ConfigError, quota::Algorithm, quota::Quota};
 use std::time::Duration;
 
 /// Validated sliding-window parameters.

@@ -1,11 +1,11 @@
 //! The keyed verbs on the sliding log's table: [`Store`] for `LogTable`.
 
+use crate::algorithm::booking::Origin;
 use crate::algorithm::booking::{Book, Booked, Booking};
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
-use crate::reservation::Origin;
 use crate::store::{Booked1, KeyedStore, Reserved1, Store};
 use crate::table::counters::Totals;
 use crate::table::log::LogTable;
@@ -106,7 +106,7 @@ impl Store for LogTable {
         tier: usize,
         next: Params,
         tiers: usize,
-        algorithm: crate::Algorithm,
+        algorithm: crate::quota::Algorithm,
         _now: impl Fn() -> u64,
     ) -> Result<(), ConfigError> {
         // Params::new for this limiter's own algorithm builds the same kind.

@@ -1,12 +1,12 @@
 //! The keyed verbs on a packed table: [`Store`] for `PackedTable<A>`, once for
 //! every packed algorithm `A`.
 
+use crate::algorithm::booking::Origin;
 use crate::algorithm::booking::{Book, Booking};
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
-use crate::reservation::Origin;
 use crate::store::{Booked1, KeyedStore, Reserved1, Store};
 use crate::table::counters::Totals;
 use crate::table::packed::{PackedTable, Placed};
@@ -86,7 +86,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         tier: usize,
         next: Params,
         _tiers: usize,
-        algorithm: crate::Algorithm,
+        algorithm: crate::quota::Algorithm,
         now: impl Fn() -> u64,
     ) -> Result<(), ConfigError> {
         // Params::new for this limiter's own algorithm builds the same kind.

@@ -36,7 +36,7 @@
 //! [`AtomicU128::load`] and [`AtomicU128::compare_exchange`] call portable-atomic out of
 //! line.
 //!
-//! **Orderings.** Every path runs the one check of `crate::sync` ([`check_load_order`],
+//! **Orderings.** Every path runs the one check of `crate::ordering` ([`check_load_order`],
 //! [`check_failure_order`]) before anything else: a load
 //! with `Release` or `AcqRel`, or a compare-and-swap failing with one of those, panics with
 //! the standard library's message, the same on every path and in the loom models'
@@ -60,7 +60,7 @@
 //! in a stand-in through `crate::sync` (what it cannot check is argued there). The README's
 //! "Where the unsafe code is" says the same for users.
 
-use crate::sync::{check_failure_order, check_load_order};
+use crate::ordering::{check_failure_order, check_load_order};
 use std::cell::UnsafeCell;
 use std::sync::atomic::Ordering;
 

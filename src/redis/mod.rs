@@ -58,8 +58,8 @@ pub use key::{RedisKey, KEY_BUF};
 /// handed to the builders come from the matching version.
 pub use redis;
 
+use crate::clock::Clock;
 use crate::sync::StdArc as Arc;
-use crate::Clock;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 //! [`Origin::Cell`], and a cell keeps no statistics.
 
 use super::{Booked1, ByAlgorithm, Reserved1, Store};
+use crate::algorithm::booking::Origin;
 use crate::algorithm::booking::{Book, Booking};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
@@ -14,7 +15,6 @@ use crate::algorithm::Params;
 use crate::cell::{LogCell, PackedCell, Stale};
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
-use crate::reservation::Origin;
 use crate::sync::{AtomicU64, Ordering, Swap};
 use crate::table::packed::Placed;
 use crate::table::tiers;
@@ -216,7 +216,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
         _tier: usize,
         next: Params,
         _tiers: usize,
-        _algorithm: crate::Algorithm,
+        _algorithm: crate::quota::Algorithm,
         now: impl Fn() -> u64,
     ) -> Result<(), ConfigError> {
         // Params::new for this limiter's own algorithm builds the same kind.
@@ -352,7 +352,7 @@ impl Store for RingStore {
         _tier: usize,
         next: Params,
         _tiers: usize,
-        _algorithm: crate::Algorithm,
+        _algorithm: crate::quota::Algorithm,
         _now: impl Fn() -> u64,
     ) -> Result<(), ConfigError> {
         // Params::new for this limiter's own algorithm builds the same kind.

@@ -12,6 +12,7 @@
 pub(crate) mod cell;
 pub(crate) mod verbs;
 
+use crate::algorithm::booking::Origin;
 use crate::algorithm::booking::{Book, Booked, Booking, Late};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
@@ -19,7 +20,6 @@ use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
-use crate::reservation::Origin;
 use crate::table::counters::Totals;
 use crate::table::log::LogTable;
 use crate::table::packed::{PackedTable, Placed};
@@ -141,7 +141,7 @@ pub(crate) trait Store {
         tier: usize,
         next: Params,
         tiers: usize,
-        algorithm: crate::Algorithm,
+        algorithm: crate::quota::Algorithm,
         now: impl Fn() -> u64,
     ) -> Result<(), ConfigError>;
 

@@ -1,5 +1,5 @@
 //! The verbs, written once over [`Store`]: what `RateLimiter`, `KeyedRateLimiter`,
-//! its tiers and its keys' [`Limit`](crate::Limit)s do, each a thin call into these.
+//! its tiers and its keys' [`Limit`](crate::multi::Limit)s do, each a thin call into these.
 //!
 //! Each reads one tier's parameters once, so that the cost checked against the burst
 //! is the cost decided with, whatever a concurrent `set_quota` does (a store that
@@ -7,13 +7,11 @@
 //! the new ones itself: see [`Store`]).
 
 use super::Store;
-use crate::algorithm::booking::{Book, Booked};
+use crate::algorithm::booking::{Book, Booked, Ledger, Origin};
 use crate::charge::Charge;
 use crate::decision::Decision;
 use crate::error::InsufficientCapacity;
-use crate::reservation::{
-    max_wait_ns, reservable, too_long, Ledger, Origin, Reservation, ReserveError,
-};
+use crate::reservation::{max_wait_ns, reservable, too_long, Reservation, ReserveError};
 use crate::table::packed::Placed;
 use std::time::Duration;
 

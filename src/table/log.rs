@@ -16,7 +16,7 @@
 //! entries in the period, a binary search of its ring under its lock), ties by idle
 //! stamp, checked again under its lock to be the log that was ranked (its cursor).
 //!
-//! [`ConfigError::InvalidCapacity`]: crate::ConfigError::InvalidCapacity
+//! [`ConfigError::InvalidCapacity`]: crate::error::ConfigError::InvalidCapacity
 
 use super::claim::{ClaimScan, OnFull};
 use super::counters::Shard;
@@ -24,10 +24,10 @@ use super::geometry::{fingerprint, Geometry, Location, MAX_KEYS};
 use super::locked::{Candidate, Claim, Floor, LockedTable, SlotEntry};
 use super::packed::Placed;
 use super::tiers::Tiers;
+use crate::algorithm::booking::Origin;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
-use crate::reservation::Origin;
+use crate::decision::Decision;
 use crate::sync::{advise_huge_pages, prefetch, PlainAtomicU64, PlainAtomicU8, PlainOrdering};
-use crate::Decision;
 
 /// A fixed-capacity table of sliding logs.
 pub(crate) type LogTable = LockedTable<LogEntry>;
@@ -44,7 +44,7 @@ pub(crate) struct LogEntry {
     cursor: Cursor,
     /// This incarnation of the key's log: the shard's epoch when it was installed or
     /// last reset (unique in the shard), so that a booking is given back only to the
-    /// log it was made on (see `reservation::Origin::Entry`).
+    /// log it was made on (see `algorithm::booking::Origin::Entry`).
     gen: u64,
 }
 
@@ -191,9 +191,9 @@ impl LockedTable<LogEntry> {
         tiers: Vec<SlidingLog>,
         on_full: OnFull,
         stats: bool,
-    ) -> Result<Self, crate::ConfigError> {
+    ) -> Result<Self, crate::error::ConfigError> {
         let n = geo.slots();
-        let too_big = || crate::ConfigError::InvalidCapacity {
+        let too_big = || crate::error::ConfigError::InvalidCapacity {
             requested: geo.max_keys(),
             max: MAX_KEYS,
         };

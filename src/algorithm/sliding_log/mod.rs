@@ -8,7 +8,7 @@
 
 use super::booking::{Booked, Booking, Overwritten, Reserved};
 use super::SLIDING_LOG_MAX_LIMIT;
-use crate::{ConfigError, Decision, Quota};
+use crate::{decision::Decision, error::ConfigError, quota::Quota};
 use ring::EMPTY;
 pub(crate) use ring::{Cursor, Ring, Stamps, EMPTY_STAMP};
 

@@ -5,7 +5,10 @@ use super::plan::Plan;
 use super::{Error, HybridRateLimiterBuilder, HybridStats, RedisCharge};
 use super::{RedisKey, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT, KEY_BUF};
 use crate::sync::{PlainOrdering as Ordering, StdArc as Arc};
-use crate::{Algorithm, ConfigError, Decision, InsufficientCapacity, Quota};
+use crate::{
+    decision::Decision, error::ConfigError, error::InsufficientCapacity, quota::Algorithm,
+    quota::Quota,
+};
 use std::fmt;
 use std::time::Duration;
 
@@ -170,7 +173,7 @@ impl HybridRateLimiter {
 
     /// Charges `n` to `key` whatever is left, never denied, locally (no await): for a
     /// cost known only once the work is done. The in-process window's charge
-    /// ([`RateLimiter::charge`](crate::RateLimiter::charge)) on this instance's view of
+    /// ([`RateLimiter::charge`](crate::limiter::RateLimiter::charge)) on this instance's view of
     /// the global counts: the current window's count may pass the limit by one burst
     /// (the limit; [`charge_owing`](Self::charge_owing) sets another bound), the part
     /// past that is not counted ([`RedisCharge::dropped`]), and the key's next requests
@@ -235,7 +238,7 @@ impl HybridRateLimiter {
     /// Gives `n` back to `key` locally, never below 0 as this instance sees the key's
     /// counts; returns how many requests were given back. From the counts that still
     /// weigh, the current window's first (the sliding window's previous one next), as
-    /// the in-process [`RateLimiter::give_back`](crate::RateLimiter::give_back) does.
+    /// the in-process [`RateLimiter::give_back`](crate::limiter::RateLimiter::give_back) does.
     /// A key this instance does not track gives nothing back (its counts are not
     /// known here).
     ///

@@ -3,10 +3,10 @@
 //! peeks.
 
 use super::{fp_of, pack, state_of, PackedTable, Placed, Scan, Stored};
+use crate::algorithm::booking::Origin;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::decision::Decision;
-use crate::reservation::Origin;
 use crate::sync::{fast_path, Fast, Ordering};
 use crate::table::generation;
 
