@@ -37,7 +37,7 @@ pub(crate) enum Origin {
         stamp: u64,
     },
     /// A packed keyed table's entry: the generation in its slot's key word, and the
-    /// shard's epoch read before the booking (see `keyed::table`'s protocol).
+    /// shard's epoch read before the booking (see `table::counters`'s protocol and ARCHITECTURE.md).
     Slot {
         /// The entry's generation (1 to 65,535).
         gen: u16,

@@ -133,8 +133,7 @@ impl SlidingLog {
     /// `now <= HORIZON_NS`, `cost <= limit`.
     ///
     /// Its fast path inline, the rest out of line: one function for both paid a call,
-    /// a frame and the ring through memory on every decision (a keyed decision at 1,000
-    /// keys: 392 instructions, 368 with the split).
+    /// a frame and the ring through memory on every decision.
     #[inline(always)]
     pub(crate) fn step<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) -> Decision {
         // When the newest entry has left the window, every entry has (they are in

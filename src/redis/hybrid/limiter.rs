@@ -41,9 +41,8 @@ use std::time::Duration;
 /// more than the limit.) A sync sends its keys in chunks of 2,000 (each chunk one
 /// round trip within the timeout; on Redis Cluster one pipeline per hash slot in the
 /// chunk, sent together; 100 keys per script call), so `d` is the whole sync's
-/// duration: measured at 8.5-12 µs of Redis time per key sent, a sync of 100,000
-/// tracked keys of which 1% were used takes about 9 ms of Redis time, all 100,000
-/// about 0.85 s. Redis round trips per decision
+/// duration, which grows with the keys used since the last sync (what a key costs
+/// Redis is measured in BENCHMARKS.md's method, not here). Redis round trips per decision
 /// are at most `1 / (r·I)` per instance and chunk. Windows are aligned to the Unix epoch and
 /// instances' clocks must agree to well within a window.
 ///

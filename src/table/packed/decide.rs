@@ -26,8 +26,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // The fast path: the key is present and its slot keeps it. The loop computes
         // only the next state; the decision is computed once, from the state the
         // winning compare-and-swap replaced (the step is pure). Carrying the 40-byte
-        // decision through the loop kept it in memory and stalled store forwarding
-        // (39 ns instead of 28 ns per keyed check).
+        // decision through the loop kept it in memory and stalled store forwarding.
         // The table is generic over the algorithm, so the loop holds only its values;
         // a bucket in a table of several rates compares classes on a hit (`Classed`).
         // On a CPU without the inline 16-byte operations (`machine::fast_path`), every
@@ -81,9 +80,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 // an empty slot, here without its generic machinery. The reading is the
                 // one taken before the scan, raised to the newest reclaim in the shard
                 // (the floor of the protocol, read after the scan): never older than a
-                // reclaim, as `run_from`'s. A second clock reading here cost a new key
-                // about 6 ns (first fill of 1,000,000 keys: 46 -> 40 ns per decision
-                // without it). A lost race goes the whole way round.
+                // reclaim, as `run_from`'s: one clock reading per new key instead of
+                // two. A lost race goes the whole way round.
                 // In a table of several rates the class written is registered first, as
                 // in `run_from` (a class being retired, or given to another rate since
                 // these parameters were read: the slow path, which starts over).
