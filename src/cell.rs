@@ -217,7 +217,7 @@ impl PackedCell {
 ///
 /// A bucket's state is a time counted in its quota's interval, and `set_quota`
 /// converts it to the new interval (`Gcra::convert`) while readers of the parameters
-/// wait (`Swap::store_with`). A decision that read the old parameters and then the
+/// wait (`Replaceable::store_with`). A decision that read the old parameters and then the
 /// converted state would price its request in the wrong interval; it finds its
 /// parameters stale and starts over with the new ones. A decision that read the state
 /// before the conversion either wins its compare-and-swap before it (and is converted

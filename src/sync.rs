@@ -12,7 +12,7 @@
 //!
 //! The parameter seqlock, [`Seqlock`], is written over the switched atomics, so its own
 //! loom model (`loom-tests/tests/seqlock.rs`) checks the code the crate runs; inside the
-//! limiters' models [`Swap`] is a modelled mutex instead (see there).
+//! limiters' models [`Replaceable`] is a modelled mutex instead (see there).
 //!
 //! The keyed table's 16-byte slot word ([`AtomicU128`]) is `machine`'s own cell outside
 //! loom models (one protocol per process: the inline instructions or portable-atomic's);
@@ -134,7 +134,7 @@ pub(crate) use crate::machine::AtomicU128;
 /// Whether the hit path may use the slot word's inline operations (`machine::fast_path`),
 /// and the proof it may.
 #[cfg(not(tollgate_loom))]
-pub(crate) use crate::machine::{fast_path, Fast};
+pub(crate) use crate::machine::{fast_path, HitPath};
 
 /// Loom models' tables are tiny, and their words are not plain memory: no advice.
 #[cfg(tollgate_loom)]
@@ -192,13 +192,13 @@ impl AtomicU128 {
         }
     }
 
-    pub(crate) fn load_fast(&self, _proof: Fast, order: Ordering) -> u128 {
+    pub(crate) fn load_fast(&self, _proof: HitPath, order: Ordering) -> u128 {
         self.load(order)
     }
 
     pub(crate) fn compare_exchange_fast(
         &self,
-        _proof: Fast,
+        _proof: HitPath,
         current: u128,
         new: u128,
         success: Ordering,
@@ -211,12 +211,12 @@ impl AtomicU128 {
 /// In loom models the hit path always runs (on the modelled word).
 #[cfg(tollgate_loom)]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Fast(());
+pub(crate) struct HitPath(());
 
 /// In loom models the hit path always runs (on the modelled word).
 #[cfg(tollgate_loom)]
-pub(crate) fn fast_path() -> Option<Fast> {
-    Some(Fast(()))
+pub(crate) fn fast_path() -> Option<HitPath> {
+    Some(HitPath(()))
 }
 
 /// Whether the slot word's 16-byte atomic operations are lock-free here.
@@ -260,7 +260,7 @@ pub(crate) fn lock_std<T>(m: &StdMutex<T>) -> StdMutexGuard<'_, T> {
 /// flag clear while a replacement ran reads the value as built: the old value, as a
 /// reader of the seqlock racing the replacement may.
 #[cfg(not(tollgate_loom))]
-pub(crate) struct Swap<T: Words> {
+pub(crate) struct Replaceable<T: Words> {
     /// The value as built, read while `replaced` is clear.
     built: T,
     /// Set (after the seqlock holds the new value) by the first replacement.
@@ -269,9 +269,9 @@ pub(crate) struct Swap<T: Words> {
 }
 
 #[cfg(not(tollgate_loom))]
-impl<T: Words> Swap<T> {
+impl<T: Words> Replaceable<T> {
     pub(crate) fn new(v: T) -> Self {
-        Swap {
+        Replaceable {
             built: v,
             replaced: std::sync::atomic::AtomicBool::new(false),
             current: Seqlock::new(v),
@@ -328,7 +328,7 @@ impl<T: Words> Swap<T> {
 }
 
 #[cfg(not(tollgate_loom))]
-impl<T: Words + std::fmt::Debug> std::fmt::Debug for Swap<T> {
+impl<T: Words + std::fmt::Debug> std::fmt::Debug for Replaceable<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.load().fmt(f)
     }
@@ -437,12 +437,12 @@ impl<T: Words + std::fmt::Debug> std::fmt::Debug for Seqlock<T> {
 
 /// For loom models: the same contract behind a modelled mutex.
 #[cfg(tollgate_loom)]
-pub(crate) struct Swap<T: Words>(Mutex<(T, u64)>);
+pub(crate) struct Replaceable<T: Words>(Mutex<(T, u64)>);
 
 #[cfg(tollgate_loom)]
-impl<T: Words> Swap<T> {
+impl<T: Words> Replaceable<T> {
     pub(crate) fn new(v: T) -> Self {
-        Swap(Mutex::new((v, 0)))
+        Replaceable(Mutex::new((v, 0)))
     }
 
     pub(crate) fn load(&self) -> T {
@@ -469,7 +469,7 @@ impl<T: Words> Swap<T> {
 }
 
 #[cfg(tollgate_loom)]
-impl<T: Words + std::fmt::Debug> std::fmt::Debug for Swap<T> {
+impl<T: Words + std::fmt::Debug> std::fmt::Debug for Replaceable<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.load().fmt(f)
     }

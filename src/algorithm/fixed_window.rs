@@ -42,7 +42,7 @@ pub(crate) struct FixedWindow {
     shift: u32,
 }
 
-/// The parameters as the words `sync::Swap` publishes (see `algorithm::window_words`).
+/// The parameters as the words `sync::Replaceable` publishes (see `algorithm::window_words`).
 impl crate::sync::Words for FixedWindow {
     #[inline]
     fn as_words(&self) -> [u64; 4] {

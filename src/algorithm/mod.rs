@@ -124,7 +124,7 @@ impl Params {
 }
 
 /// A window algorithm's parameters (period, limit, and the shift of its packed
-/// state's index) as the words `sync::Swap` publishes: the period, then
+/// state's index) as the words `sync::Replaceable` publishes: the period, then
 /// `limit | shift << 32` (the other two unused).
 #[inline]
 pub(crate) fn window_words(period: u64, limit: u32, shift: u32) -> [u64; 4] {

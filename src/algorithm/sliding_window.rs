@@ -44,7 +44,7 @@ pub(crate) struct View {
     curr: u64,
 }
 
-/// The parameters as the words `sync::Swap` publishes (see `algorithm::window_words`).
+/// The parameters as the words `sync::Replaceable` publishes (see `algorithm::window_words`).
 impl crate::sync::Words for SlidingWindow {
     #[inline]
     fn as_words(&self) -> [u64; 4] {

@@ -29,7 +29,7 @@
 //! racing to make it agree) before any operation on any word, no word ever sees both.
 //!
 //! A decision asks [`fast_path`] once (one load of the cached byte and a predictable
-//! branch) and hands its answer, a [`Fast`] proof, to each operation of its hit path:
+//! branch) and hands its answer, a [`HitPath`] proof, to each operation of its hit path:
 //! with it, [`AtomicU128::load_fast`] and [`AtomicU128::compare_exchange_fast`] are the
 //! inline instructions on x86-64 and portable-atomic's operations elsewhere. `None` (x86-64
 //! on portable-atomic's protocol) sends a decision to the table's slow path, whose
@@ -161,7 +161,7 @@ impl AtomicU128 {
     /// says so, else `lock cmpxchg16b` of 0 with 0, which writes nothing it did not
     /// read), elsewhere portable-atomic's load.
     #[inline(always)]
-    pub(crate) fn load_fast(&self, proof: Fast, order: Ordering) -> u128 {
+    pub(crate) fn load_fast(&self, proof: HitPath, order: Ordering) -> u128 {
         check_load_order(order);
         #[cfg(all(target_arch = "x86_64", not(miri)))]
         {
@@ -169,7 +169,7 @@ impl AtomicU128 {
             if proof.vmovdqa {
                 // SAFETY: `word` points at this cell: live for `&self`'s lifetime, valid
                 // for reads, 16-byte aligned (`repr(align(16))`, asserted at compile
-                // time). A `Fast` with `vmovdqa` is made only from the process's cached
+                // time). A `HitPath` with `vmovdqa` is made only from the process's cached
                 // answer `VMOVDQA` (or by a test, for words it uses on that path alone),
                 // which `answer` gives only on a CPU with `cmpxchg16b`, AVX that the OS
                 // saves, and a vendor that documents the aligned 16-byte load as atomic.
@@ -177,7 +177,7 @@ impl AtomicU128 {
                 // one of this module's atomic instructions, none portable-atomic's.
                 unsafe { x86::load(word) }
             } else {
-                // SAFETY: as above (the cell is also valid for writes); a `Fast` is made
+                // SAFETY: as above (the cell is also valid for writes); a `HitPath` is made
                 // only from a cached answer `VMOVDQA` or `CX16` (or by a test, as above),
                 // both given only on a CPU with `cmpxchg16b`, and every access to this
                 // word is one of this module's instructions.
@@ -199,7 +199,7 @@ impl AtomicU128 {
     #[inline(always)]
     pub(crate) fn compare_exchange_fast(
         &self,
-        proof: Fast,
+        proof: HitPath,
         current: u128,
         new: u128,
         success: Ordering,
@@ -211,7 +211,7 @@ impl AtomicU128 {
         {
             let _ = success;
             // SAFETY: as in `load_fast`: a live, 16-byte aligned cell, valid for reads
-            // and writes; a `Fast` exists only where the CPU has `cmpxchg16b` and every
+            // and writes; a `HitPath` exists only where the CPU has `cmpxchg16b` and every
             // access to this word is one of this module's instructions.
             let (prev, swapped) = unsafe { x86::cmpxchg16b(self.word.get(), current, new) };
             if swapped {
@@ -283,7 +283,7 @@ impl AtomicU128 {
 /// holding one may use [`AtomicU128::load_fast`] and
 /// [`AtomicU128::compare_exchange_fast`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Fast {
+pub(crate) struct HitPath {
     /// Loads are `vmovdqa` (else `lock cmpxchg16b`). Read on x86-64 only.
     #[cfg_attr(not(all(target_arch = "x86_64", not(miri))), allow(dead_code))]
     vmovdqa: bool,
@@ -298,13 +298,13 @@ pub(crate) struct Fast {
 /// portable-atomic's. Asked before any operation on any word, and the same answer for
 /// the life of the process.
 #[inline(always)]
-pub(crate) fn fast_path() -> Option<Fast> {
+pub(crate) fn fast_path() -> Option<HitPath> {
     if !INLINE {
-        return Some(Fast { vmovdqa: false });
+        return Some(HitPath { vmovdqa: false });
     }
     match CPU.load(Ordering::Relaxed) {
-        VMOVDQA => Some(Fast { vmovdqa: true }),
-        CX16 => Some(Fast { vmovdqa: false }),
+        VMOVDQA => Some(HitPath { vmovdqa: true }),
+        CX16 => Some(HitPath { vmovdqa: false }),
         PORTABLE => None,
         _ => detect(),
     }
@@ -329,7 +329,7 @@ const PORTABLE: u8 = 3;
 /// where `vmovdqa` would run: to compare them, or to rule the assembly out.
 #[cold]
 #[inline(never)]
-fn detect() -> Option<Fast> {
+fn detect() -> Option<HitPath> {
     let mine = answer(std::env::var_os("TOLLGATE_ATOMICS").as_deref(), cpu());
     // The first answer cached is the process's: a thread that lost the race takes it, so
     // all words see one protocol even if the environment changed between two threads'
@@ -339,8 +339,8 @@ fn detect() -> Option<Fast> {
         Err(first) => first,
     };
     match chosen {
-        VMOVDQA => Some(Fast { vmovdqa: true }),
-        CX16 => Some(Fast { vmovdqa: false }),
+        VMOVDQA => Some(HitPath { vmovdqa: true }),
+        CX16 => Some(HitPath { vmovdqa: false }),
         _ => None,
     }
 }

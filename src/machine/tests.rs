@@ -35,7 +35,7 @@ fn words() -> Vec<u128> {
 #[derive(Clone, Copy, Debug)]
 enum Path {
     /// The proof's operations (the inline instructions on x86-64).
-    Fast(Fast),
+    HitPath(HitPath),
     /// portable-atomic's operations (the slow path's).
     Portable,
     /// The dispatching operations, by the process's protocol.
@@ -45,7 +45,7 @@ enum Path {
 impl Path {
     fn load(self, w: &AtomicU128, order: Ordering) -> u128 {
         match self {
-            Path::Fast(proof) => w.load_fast(proof, order),
+            Path::HitPath(proof) => w.load_fast(proof, order),
             // SAFETY: a word given to `Path::Portable` is used on this path alone.
             Path::Portable => unsafe { w.slow_load(order) },
             Path::Process => w.load(order),
@@ -61,7 +61,7 @@ impl Path {
         f: Ordering,
     ) -> Result<u128, u128> {
         match self {
-            Path::Fast(proof) => w.compare_exchange_fast(proof, current, new, s, f),
+            Path::HitPath(proof) => w.compare_exchange_fast(proof, current, new, s, f),
             // SAFETY: as in `load`.
             Path::Portable => unsafe { w.slow_compare_exchange(current, new, s, f) },
             Path::Process => w.compare_exchange(current, new, s, f),
@@ -75,10 +75,10 @@ fn paths() -> Vec<Path> {
     let cpu = cpu();
     let mut v = vec![Path::Portable, Path::Process];
     if !INLINE || cpu.cmpxchg16b {
-        v.push(Path::Fast(Fast { vmovdqa: false }));
+        v.push(Path::HitPath(HitPath { vmovdqa: false }));
     }
     if answer(None, cpu) == VMOVDQA {
-        v.push(Path::Fast(Fast { vmovdqa: true }));
+        v.push(Path::HitPath(HitPath { vmovdqa: true }));
     }
     v
 }

@@ -45,7 +45,7 @@ mod error;
 mod exact;
 mod hybrid;
 mod key;
-mod knobs;
+mod shared_settings;
 
 pub use error::Error;
 pub use exact::{

@@ -22,7 +22,7 @@ use super::claim::{ClaimScan, OnFull};
 use super::counters::Shard;
 use super::geometry::{fingerprint, Geometry, Location, MAX_KEYS};
 use super::locked::{Candidate, Claim, Floor, LockedTable, SlotEntry};
-use super::packed::Placed;
+use super::packed::Applied;
 use super::tiers::Tiers;
 use crate::algorithm::booking::Origin;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
@@ -271,31 +271,37 @@ impl LockedTable<LogEntry> {
         let mut ring = self.ext().ring(i, e.cursor);
         let r = f(&mut ring, now);
         e.cursor = ring.cursor();
-        if FAR && self.far() {
+        if FAR && self.beyond_caches() {
             self.ext().note(i, e.cursor);
         }
         r
     }
 
     /// One decision for the key hashed to `h` at `now`, for `cost <= capacity`, in a
-    /// table whose rings are in the caches (not [`far`](Self::far)): no prefetch, no
+    /// table whose rings are in the caches (not [`far`](Self::beyond_caches)): no prefetch, no
     /// hint, the code a decision ran before either existed (with either compiled into
     /// it, even behind a branch, a decision in the caches was measurably slower).
     pub(crate) fn decide(&self, h: u64, now: u64, cost: u32, params: SlidingLog) -> Decision {
         self.decide_in::<false>(h, now, cost, params)
     }
 
-    /// [`decide`](Self::decide) for a table beyond the caches ([`far`](Self::far)),
+    /// [`decide`](Self::decide) for a table beyond the caches ([`far`](Self::beyond_caches)),
     /// out of line: the rings' hints kept, the lines prefetched.
     #[inline(never)]
-    pub(crate) fn decide_far(&self, h: u64, now: u64, cost: u32, params: SlidingLog) -> Decision {
+    pub(crate) fn decide_beyond_caches(
+        &self,
+        h: u64,
+        now: u64,
+        cost: u32,
+        params: SlidingLog,
+    ) -> Decision {
         self.decide_in::<true>(h, now, cost, params)
     }
 
     /// Whether the rings take more than [`FAR_BYTES`]: decisions then go to
-    /// [`decide_far`](Self::decide_far).
+    /// [`decide_beyond_caches`](Self::decide_beyond_caches).
     #[inline(always)]
-    pub(crate) fn far(&self) -> bool {
+    pub(crate) fn beyond_caches(&self) -> bool {
         self.ext().far
     }
 
@@ -318,10 +324,10 @@ impl LockedTable<LogEntry> {
             .0;
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
-            Placed::Absent(d) => return d,
-            Placed::Stored(d) | Placed::Untracked(d) => d,
+            Applied::Absent(d) => return d,
+            Applied::Stored(d) | Applied::Untracked(d) => d,
             // Refused under the deciding tier's policy (the table's is tier 0's).
-            Placed::Refused(d) => d.with_policy(params.limit(), params.limit()),
+            Applied::Refused(d) => d.with_policy(params.limit(), params.limit()),
         };
         self.counts().count(cost, &d);
         d
@@ -332,8 +338,8 @@ impl LockedTable<LogEntry> {
     /// `fresh()` is the result for a key left absent or admitted untracked. With what
     /// identifies the log the transition ran on ([`Origin::Entry`]), for a later
     /// [`refund`](Self::refund). In a
-    /// [`far`](Self::far) table it prefetches and keeps the rings' hints as
-    /// [`decide_far`](Self::decide_far) does.
+    /// [`far`](Self::beyond_caches) table it prefetches and keeps the rings' hints as
+    /// [`decide_beyond_caches`](Self::decide_beyond_caches) does.
     pub(crate) fn run_booked<R>(
         &self,
         h: u64,
@@ -341,11 +347,11 @@ impl LockedTable<LogEntry> {
         insert: bool,
         f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
         fresh: impl FnOnce() -> R,
-    ) -> (Placed<R>, Origin) {
+    ) -> (Applied<R>, Origin) {
         self.run_in::<true, R>(h, now, insert, f, fresh)
     }
 
-    /// [`run_booked`](Self::run_booked); with `FAR`, in a [`far`](Self::far) table, the
+    /// [`run_booked`](Self::run_booked); with `FAR`, in a [`far`](Self::beyond_caches) table, the
     /// lines prefetched and the rings' hints kept (without, not even the check).
     #[inline(always)]
     fn run_in<const FAR: bool, R>(
@@ -355,16 +361,16 @@ impl LockedTable<LogEntry> {
         insert: bool,
         mut f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
         fresh: impl FnOnce() -> R,
-    ) -> (Placed<R>, Origin) {
+    ) -> (Applied<R>, Origin) {
         let fp = fingerprint(h);
         let loc = self.geo().locate(h);
-        if FAR && self.far() {
+        if FAR && self.beyond_caches() {
             self.prefetch(&loc);
         }
         if let Some((i, mut held)) = self.find(fp, &(), &loc) {
             let r = self.apply::<FAR, R>(i, &mut held.entry, now, &mut f);
             return (
-                Placed::Stored(r),
+                Applied::Stored(r),
                 Origin::Entry {
                     gen: held.entry.gen,
                 },
@@ -373,7 +379,7 @@ impl LockedTable<LogEntry> {
         if !insert {
             // Nothing was booked on an absent key: never given back.
             return (
-                Placed::Absent(fresh()),
+                Applied::Absent(fresh()),
                 Origin::Cell {
                     interval: 0,
                     stamp: 0,
@@ -386,16 +392,16 @@ impl LockedTable<LogEntry> {
         let (claim, now) = self.claim(fp, &(), &self.geo().locate(h), now, ());
         let (i, mut held) = match claim {
             Claim::Found(i, held) | Claim::Installed(i, held, ()) => (i, held),
-            Claim::Untracked => return (Placed::Untracked(fresh()), Origin::Entry { gen: 0 }),
+            Claim::Untracked => return (Applied::Untracked(fresh()), Origin::Entry { gen: 0 }),
             Claim::Refused { soonest } => {
                 let limit = self.tiers().get(0).limit();
                 let d = super::claim::refusal(limit, soonest, now);
-                return (Placed::Refused(d), Origin::Entry { gen: 0 });
+                return (Applied::Refused(d), Origin::Entry { gen: 0 });
             }
         };
         let r = self.apply::<FAR, R>(i, &mut held.entry, now, &mut f);
         (
-            Placed::Stored(r),
+            Applied::Stored(r),
             Origin::Entry {
                 gen: held.entry.gen,
             },

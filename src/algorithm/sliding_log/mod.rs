@@ -23,7 +23,7 @@ pub(crate) struct SlidingLog {
     limit: u32,
 }
 
-/// The parameters as the words `sync::Swap` publishes: the period and the limit (the
+/// The parameters as the words `sync::Replaceable` publishes: the period and the limit (the
 /// other two unused).
 impl crate::sync::Words for SlidingLog {
     #[inline]

@@ -46,7 +46,7 @@ pub struct HybridRateLimiterBuilder {
     pub(super) time: TimeSource,
 }
 
-crate::redis::knobs::target_knobs!(
+crate::redis::shared_settings::shared_settings!(
     HybridRateLimiterBuilder,
     "HybridRateLimiter",
     "FixedWindow",

@@ -1,11 +1,11 @@
 //! A packed table's decision: the lock-free fast path (the key present, or a new key
 //! taking an empty slot) and the slow path through the whole protocol.
 
-use super::{fp_of, pack, state_of, PackedTable, Placed, Scan, FULL, MOVED};
+use super::{fp_of, pack, state_of, Applied, PackedTable, Scan, FULL, MOVED};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::{Classed, PackedAlgorithm, Step};
 use crate::decision::Decision;
-use crate::sync::{fast_path, Fast, Ordering};
+use crate::sync::{fast_path, HitPath, Ordering};
 use crate::table::generation;
 
 impl<A: PackedAlgorithm> PackedTable<A> {
@@ -57,7 +57,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     #[inline(always)]
     fn decide_found(
         &self,
-        fast: Fast,
+        fast: HitPath,
         h: u64,
         now: &impl Fn() -> u64,
         cost: u32,
@@ -213,12 +213,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         })?;
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
-            Placed::Absent((state, t)) => return Some(params.decision(state, t, cost)),
-            Placed::Stored((state, t)) | Placed::Untracked((state, t)) => {
+            Applied::Absent((state, t)) => return Some(params.decision(state, t, cost)),
+            Applied::Stored((state, t)) | Applied::Untracked((state, t)) => {
                 params.decision(state, t, cost)
             }
             // Refused under the deciding tier's policy (the table's is tier 0's).
-            Placed::Refused(d) => d.with_policy(params.limit(), params.burst()),
+            Applied::Refused(d) => d.with_policy(params.limit(), params.burst()),
         };
         self.counts.count(cost, &d);
         Some(d)

@@ -94,7 +94,7 @@ pub(super) fn pack(fp: u64, state: u64) -> u128 {
 
 /// Where a transition run by a keyed table (`run_booked`) took effect.
 #[derive(Debug)]
-pub(crate) enum Placed<R> {
+pub(crate) enum Applied<R> {
     /// On the key's stored state (found, or inserted).
     Stored(R),
     /// The key is not in the table and nothing was inserted: the result of the
