@@ -33,6 +33,7 @@ pub mod loom_hooks;
 #[allow(unsafe_code)]
 mod machine;
 mod multi;
+mod ordering;
 mod quota;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -43,7 +44,6 @@ mod sync;
 mod table;
 mod wait;
 
-pub use algorithm::Algorithm;
 pub use charge::Charge;
 pub use clock::SystemClock;
 pub use clock::{Clock, CoarseClock, CoarseClockError, ManualClock, QuantaClock};
@@ -52,7 +52,7 @@ pub use error::{ConfigError, InsufficientCapacity};
 pub use keyed::{KeyLimit, KeyedRateLimiter, KeyedRateLimiterBuilder, OnFull, Stats, Tier};
 pub use limiter::{RateLimiter, RateLimiterBuilder};
 pub use multi::{check_all, check_all_costs, Limit, MultiDecision};
-pub use quota::Quota;
+pub use quota::{Algorithm, Quota};
 pub use reservation::{Reservation, ReserveError};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]

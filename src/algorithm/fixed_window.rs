@@ -3,7 +3,7 @@
 
 use super::booking::{self, Booked, Booking, Reserved};
 use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
-use crate::{Algorithm, ConfigError, Decision, Quota};
+use crate::{decision::Decision, error::ConfigError, quota::Algorithm, quota::Quota};
 use std::time::Duration;
 
 /// Validated fixed-window parameters.
@@ -42,7 +42,7 @@ pub(crate) struct FixedWindow {
     shift: u32,
 }
 
-/// The parameters as the words `sync::Swap` publishes (see `algorithm::window_words`).
+/// The parameters as the words `sync::Replaceable` publishes (see `algorithm::window_words`).
 impl crate::sync::Words for FixedWindow {
     #[inline]
     fn as_words(&self) -> [u64; 4] {

@@ -20,7 +20,7 @@
 
 use super::booking::{self, Booking, Reserved};
 use super::HORIZON_NS;
-use crate::{ConfigError, Decision, Quota};
+use crate::{decision::Decision, error::ConfigError, quota::Quota};
 use std::time::Duration;
 
 /// Validated GCRA parameters.
@@ -36,7 +36,7 @@ pub(crate) struct Gcra {
     burst: u32,
     /// The quota's limit, reported by decisions next to the burst.
     limit: u32,
-    /// Flags, as one word (the first of the words `Swap` publishes): bit 8, the
+    /// Flags, as one word (the first of the words `Replaceable` publishes): bit 8, the
     /// leaky bucket's shaper (report the hold time in `Decision::delay`); bits 16–19,
     /// the rate class a keyed table gave this interval (see `table::packed::rates`: states it
     /// writes are tagged with it, so that a request under another interval converts
@@ -52,7 +52,7 @@ const CLASS_SHIFT: u32 = 16;
 const CLASS: u64 = 0xF << CLASS_SHIFT;
 const MIXED: u64 = 1 << 20;
 
-/// The parameters as the four words `sync::Swap` publishes: the flags, `T`, `τ`, and
+/// The parameters as the four words `sync::Replaceable` publishes: the flags, `T`, `τ`, and
 /// `burst | limit << 32`.
 impl crate::sync::Words for Gcra {
     #[inline]
@@ -246,7 +246,7 @@ impl Gcra {
     }
 
     /// Gives a booking back at `now`, on a state that descends from it (the callers
-    /// check that no reset or reclaim came between: see `reservation::Origin`).
+    /// check that no reset or reclaim came between: see `booking::Origin`).
     ///
     /// A **cancel** gives back what no later booking depends on (Go x/time/rate's
     /// `CancelAt` rule in GCRA terms, `tokens − (lastEvent − timeToAct)·rate`): the

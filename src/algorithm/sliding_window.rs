@@ -6,7 +6,7 @@
 
 use super::booking::{self, Booking, Reserved};
 use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
-use crate::{Algorithm, ConfigError, Decision, Quota};
+use crate::{decision::Decision, error::ConfigError, quota::Algorithm, quota::Quota};
 use std::time::Duration;
 
 /// Validated sliding-window parameters.
@@ -56,7 +56,7 @@ pub(crate) struct View {
     curr: u64,
 }
 
-/// The parameters as the words `sync::Swap` publishes (see `algorithm::window_words`).
+/// The parameters as the words `sync::Replaceable` publishes (see `algorithm::window_words`).
 impl crate::sync::Words for SlidingWindow {
     #[inline]
     fn as_words(&self) -> [u64; 4] {

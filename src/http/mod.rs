@@ -84,7 +84,6 @@ mod backend;
 mod body;
 mod budget;
 mod budget_backend;
-mod budget_policy;
 mod client_ip;
 mod decide;
 #[cfg(feature = "grpc")]

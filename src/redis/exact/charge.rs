@@ -28,7 +28,7 @@ fn charge_script() -> &'static Script {
 /// and by the hybrid mode's [`HybridRateLimiter::charge`](crate::redis::HybridRateLimiter::charge),
 /// which counts locally.
 ///
-/// The same numbers as the in-process [`Charge`](crate::Charge): a charge is never
+/// The same numbers as the in-process [`Charge`](crate::charge::Charge): a charge is never
 /// denied; it takes its cost whatever is left, and the key then owes what went past its
 /// quota ([`owed`](Self::owed)), at most `max_owed` requests (one burst by default):
 /// the part past that bound is not counted ([`dropped`](Self::dropped)). It holds no
@@ -231,7 +231,7 @@ impl RedisRateLimiter {
     /// [`RedisCharge::dropped`]), and its next requests wait until the debt is paid at
     /// the quota's rate (the buckets), or until the charged window or period has passed
     /// (the windows, the log), exactly as the in-process
-    /// [`RateLimiter::charge`](crate::RateLimiter::charge) decides, in one atomic
+    /// [`RateLimiter::charge`](crate::limiter::RateLimiter::charge) decides, in one atomic
     /// script on Redis's clock. Check before the work with [`peek_n`](Self::peek_n)
     /// (`peek_n(key, 0)` reports what is left, writing nothing); give back with
     /// [`give_back`](Self::give_back).
@@ -341,7 +341,7 @@ impl RedisRateLimiter {
     /// Gives `n` back to `key`, never below an empty state; returns how many requests
     /// were given back. For a caller that keeps no record of what it charged (a
     /// stateless service told to give hits back), with the in-process
-    /// [`RateLimiter::give_back`](crate::RateLimiter::give_back)'s rules: a bucket gives
+    /// [`RateLimiter::give_back`](crate::limiter::RateLimiter::give_back)'s rules: a bucket gives
     /// back `min(n, ⌈(TAT − now)/T⌉)` requests of its debt (never below a full bucket);
     /// a window from its counts that still weigh, the current window's first (the
     /// fixed window's while it lasts; the sliding window's previous one next); a log
