@@ -304,8 +304,11 @@ impl SlidingWindow {
     }
 
     /// The denial of a request read at `now`, before the window `v.k` a booking moved
-    /// the state into starts. Its reset time is the state's own (the denied request counts in
-    /// nothing), measured from the reading. Rare: kept off the hot path.
+    /// the state into starts. Its reset time is the state's own (the denied request
+    /// counts in nothing), measured from the reading, and never before that window
+    /// starts: nothing is admitted before then, even when a give-back emptied its counts
+    /// (the state is idle from then, see [`idle_at`](Self::idle_at)). Rare: kept off the
+    /// hot path.
     ///
     /// A cost of 0 asks for nothing: allowed, with nothing remaining. A cost that
     /// would not fit even once the window starts waits for what `decide` then asks.
@@ -313,10 +316,8 @@ impl SlidingWindow {
     #[inline(never)]
     fn queued(&self, v: &View, now: u64, cost: u32) -> Decision {
         let start = v.k * self.period;
-        let reset = match self.wait(v, self.limit) {
-            0 => 0,
-            w => (start + v.e + w) - now,
-        };
+        // `v.e` is 0: the reading is before the window.
+        let reset = (start - now) + self.wait(v, self.limit);
         if cost == 0 {
             return Decision::allow(self.limit, 0, reset, 0);
         }

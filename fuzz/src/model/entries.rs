@@ -23,7 +23,7 @@ pub struct Entry {
     pub future: bool,
     /// Booked into a window after its reading's (the windows).
     pub window_ahead: bool,
-    /// The fixed window: booked into a later window that held nothing, so the key moved
+    /// The windows: booked into a later window that held nothing, so the key moved
     /// there from the window before it (guide::promises, cancel-window-moved: "the window that a booking moved the key
     /// from").
     pub moved: bool,
@@ -40,6 +40,12 @@ pub struct Entries {
     /// `(window, limit − its entries)` when it was given up (guide::promises, cancel-window-moved: "else its rest stays
     /// given up": counted as full, at the limit of the time).
     pub adjust: Vec<(u128, i128)>,
+    /// The sliding window: the start of a window a booking moved the key into, whose
+    /// moving booking was cancelled while something else was booked in it
+    /// (guide::promises, cancel-window-moved: "a sliding window admits nothing before the
+    /// window the key was moved into starts"), 0 when none: nothing is admitted before
+    /// it, even once that window's entries are all given back.
+    pub held: u128,
 }
 
 impl Entries {
@@ -62,9 +68,12 @@ impl Entries {
     /// booking's time), or, for the sliding window, the start of its window (guide:
     /// "its state keeps counts, not the booked time").
     fn gate(&self, p: &Params) -> Option<u128> {
+        if p.algo == Algo::Sliding && self.newest().is_none() && self.held > 0 {
+            return Some(self.held);
+        }
         let m = self.newest()?;
         Some(match p.algo {
-            Algo::Sliding => m / p.period * p.period,
+            Algo::Sliding => (m / p.period * p.period).max(self.held),
             _ => m,
         })
     }
@@ -160,13 +169,16 @@ impl Entries {
     }
 
     /// The time from which the state says nothing: the window's end, the sliding window's
-    /// next window's end, the log's newest entry plus the period.
+    /// next window's end (or the start of the window it is held until), the log's newest
+    /// entry plus the period.
     pub fn idle_at(&self, p: &Params) -> u128 {
-        let Some(m) = self.newest() else { return 0 };
+        let Some(m) = self.newest() else {
+            return if p.algo == Algo::Sliding { self.held } else { 0 };
+        };
         let big_p = p.period;
         match p.algo {
             Algo::Fixed => (m / big_p + 1) * big_p,
-            Algo::Sliding => (m / big_p + 2) * big_p,
+            Algo::Sliding => ((m / big_p + 2) * big_p).max(self.held),
             _ => m + big_p,
         }
     }
@@ -224,27 +236,31 @@ impl Entries {
 
     /// guide: "for the windows and the log, everything while nothing later was booked
     /// into a later ... window or entry, else nothing" (the log: "a booking for a later
-    /// time gives nothing back once anything was logged after it"; a sliding-window
-    /// booking for a window later than its reading's: "once anything was booked after
-    /// it into that window"). The fixed window: "a fixed-window booking gives its count
-    /// back in any order while the key is still in its window, and the rest of the
-    /// window that a booking moved the key from is given back only by cancelling that
-    /// booking while nothing else is booked in its window, else it stays given up, counted
-    /// at the limit".
+    /// time gives nothing back once anything was logged after it"). The windows
+    /// (guide::promises, cancel-window: "A window booking (fixed or sliding) gives its
+    /// count back in any order while the key is still in the booking's window";
+    /// cancel-window-moved: "The window a booking moved the key from is given back only by
+    /// cancelling that booking while nothing else is booked in its window; else its rest
+    /// stays given up: a fixed window counts it at the limit, a sliding window admits
+    /// nothing before the window the key was moved into starts").
     pub fn cancel(&mut self, b: &Booking, p: &Params) {
         let Some(i) = self.v.iter().position(|e| e.id == b.id) else {
             return;
         };
-        let (mine, future, ahead, moved) = {
+        let (mine, future, moved) = {
             let e = &self.v[i];
-            (e.ts, e.future, e.window_ahead, e.moved)
+            (e.ts, e.future, e.moved)
         };
         let w = mine / p.period;
         let later = |e: &Entry| match p.algo {
             Algo::Log => e.ts > mine || (future && e.ts == mine && e.id > b.id),
-            Algo::Fixed => e.ts / p.period > w,
-            _ => e.ts / p.period > w || (ahead && e.ts / p.period == w && e.id > b.id),
+            _ => e.ts / p.period > w,
         };
+        // A sliding window held until a later window's start is in that window, whose
+        // counts superseded this one's.
+        if p.algo == Algo::Sliding && self.held / p.period > w {
+            return;
+        }
         if self.v.iter().any(|e| e.id != b.id && later(e)) {
             return;
         }
@@ -254,10 +270,13 @@ impl Entries {
             return;
         }
         self.v.remove(i);
+        let others = self.count(w, p) > 0;
+        if p.algo == Algo::Sliding && moved && others {
+            self.held = self.held.max(w * p.period);
+        }
         if p.algo != Algo::Fixed {
             return;
         }
-        let others = self.count(w, p) > 0;
         if moved && others && !self.given_up.contains(&w) {
             self.given_up.push(w);
         }

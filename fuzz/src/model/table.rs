@@ -138,13 +138,15 @@ impl Table {
             // holds none" (windows and log: a booked entry after `t`).
             let key = |l: &Lim| -> (u128, u128, u128) {
                 let ahead = match &l.s {
-                    State::Entries(e) => e.v.iter().any(|x| {
-                        x.future
-                            && match p.algo {
-                                Algo::Log => x.ts > t,
-                                _ => x.ts / p.period > t / p.period,
-                            }
-                    }),
+                    State::Entries(e) => {
+                        e.v.iter().any(|x| {
+                            x.future
+                                && match p.algo {
+                                    Algo::Log => x.ts > t,
+                                    _ => x.ts / p.period > t / p.period,
+                                }
+                        }) || (p.algo == Algo::Sliding && e.held / p.period > t / p.period)
+                    }
                     State::Gcra(_) => false,
                 };
                 // An entry ahead ranks above any count a window or a log can hold.
