@@ -173,7 +173,11 @@ impl Entries {
     /// entry plus the period.
     pub fn idle_at(&self, p: &Params) -> u128 {
         let Some(m) = self.newest() else {
-            return if p.algo == Algo::Sliding { self.held } else { 0 };
+            return if p.algo == Algo::Sliding {
+                self.held
+            } else {
+                0
+            };
         };
         let big_p = p.period;
         match p.algo {
