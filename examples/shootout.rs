@@ -4,12 +4,20 @@
 //! thread and at all cores, measured side by side in this one run.
 //!
 //! `cargo run --release --example shootout` (about a minute on 2 cores, plus the first
-//! build). Prints progress on stderr and one table on stdout: median ns per decision per
-//! thread, millions of decisions per second over all threads, time relative to governor
-//! keyed (below 1.00 is faster), time relative to the two floors, and memory per key
-//! (tollgate: `memory_bytes()` / max_keys; the peers: growth of resident memory while
-//! they took in every key), then a legend and the total time. `SHOOTOUT=new-keys` runs
-//! only the first-fill and flood workloads.
+//! build). Prints progress on stderr; on stdout the CPU and the load, one table (median ns
+//! per decision per thread, millions of decisions per second over all threads, time
+//! relative to governor keyed (below 1.00 is faster), time relative to the two floors,
+//! and memory per key: tollgate's `memory_bytes()` / max_keys, the peers' growth of
+//! resident memory while they took in every key), one verdict line per workload and
+//! thread count (tollgate's keyed token bucket divided by each peer of this run), a legend
+//! and the total time.
+//!
+//! Options (after `--`): `--format tsv` prints the CPU, the load and the rows as
+//! tab-separated lines instead (what `scripts/bench-table` reads); `--quick` shrinks the
+//! workloads (100,000 keys instead of 1,000,000, a 100,000-key fill, a 10,000-key table
+//! flooded, shorter timed runs) to test the harness in seconds: its figures are not
+//! comparable with a full run's. `SHOOTOUT=new-keys` runs only the first-fill and flood
+//! workloads.
 
 #[path = "../benches/support/harness.rs"]
 mod harness;
@@ -25,9 +33,58 @@ use std::time::{Duration, Instant};
 use tollgate::{Algorithm, KeyedRateLimiter, OnFull};
 use workload::{fresh_keys, Workload};
 
-/// How long one timed run lasts; three runs make a median.
+/// How long one timed run lasts (`--quick`: [`QUICK_RUN`]); three runs make a median.
 const RUN: Duration = Duration::from_millis(60);
+const QUICK_RUN: Duration = Duration::from_millis(6);
 const SAMPLES: usize = 3;
+
+/// What the command line asked for.
+struct Options {
+    tsv: bool,
+    quick: bool,
+    only_new_keys: bool,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Options, String> {
+        let mut o = Options {
+            tsv: false,
+            quick: false,
+            only_new_keys: std::env::var("SHOOTOUT").as_deref() == Ok("new-keys"),
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--quick" => o.quick = true,
+                "--format" => match it.next().map(String::as_str) {
+                    Some("tsv") => o.tsv = true,
+                    Some("text") => o.tsv = false,
+                    other => return Err(format!("--format takes tsv or text, not {other:?}")),
+                },
+                "--format=tsv" => o.tsv = true,
+                "--format=text" => o.tsv = false,
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        Ok(o)
+    }
+
+    fn run(&self) -> Duration {
+        if self.quick {
+            QUICK_RUN
+        } else {
+            RUN
+        }
+    }
+}
+
+/// The sizes of the new-key workloads, and their names in the table.
+struct NewKeys {
+    fill: usize,
+    full: usize,
+    fill_name: &'static str,
+    flood_name: &'static str,
+}
 
 struct Row {
     workload: &'static str,
@@ -44,6 +101,7 @@ struct Bench<'a> {
     total: usize,
     started: Instant,
     workload: &'a Workload,
+    run: Duration,
 }
 
 impl Bench<'_> {
@@ -57,7 +115,7 @@ impl Bench<'_> {
             None => None,
         };
         for (threads, pool) in &self.pools {
-            let iters = calibrate(pool, &limiter, self.workload, RUN);
+            let iters = calibrate(pool, &limiter, self.workload, self.run);
             let ns = median_ns(pool, &limiter, self.workload, iters, SAMPLES);
             self.done += 1;
             eprintln!(
@@ -125,24 +183,39 @@ fn main() {
         rss_child(&args[2], args[3].parse().unwrap_or(1_000_000));
         return;
     }
+    let options = match Options::parse(&args[1..]) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("shootout: {e}\nusage: shootout [--format text|tsv] [--quick]");
+            std::process::exit(2);
+        }
+    };
     let started = Instant::now();
+    let unix_time = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let load_before = load_average();
+    let cpu = Cpu::read();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut thread_counts = vec![1, cores];
     thread_counts.dedup();
     eprintln!(
-        "tollgate shootout: {cores} cores, threads {thread_counts:?}; generating key streams..."
+        "tollgate shootout{}: {}, {cores} cores, threads {thread_counts:?}; generating key streams...",
+        if options.quick { " (quick)" } else { "" },
+        cpu.describe()
     );
-    // `SHOOTOUT=new-keys` runs only the new-key workloads (first fill, flood).
-    let only_new_keys = std::env::var("SHOOTOUT").as_deref() == Ok("new-keys");
-    let workloads = if only_new_keys {
+    if !options.tsv {
+        print_header(&cpu, cores, unix_time, load_before, options.quick);
+    }
+    let big = if options.quick {
+        Workload::uniform("100k keys", 100_000, 2)
+    } else {
+        Workload::uniform("1M keys", 1_000_000, 2)
+    };
+    let workloads = if options.only_new_keys {
         Vec::new()
     } else {
-        vec![
-            Workload::hot(),
-            Workload::uniform("1k keys", 1_000, 1),
-            Workload::uniform("1M keys", 1_000_000, 2),
-        ]
+        vec![Workload::hot(), Workload::uniform("1k keys", 1_000, 1), big]
     };
     let per_workload = (Algorithm::ALL.len() + 5) * thread_counts.len();
     let mut rows = Vec::new();
@@ -155,6 +228,7 @@ fn main() {
             total: per_workload * workloads.len(),
             started,
             workload: w,
+            run: options.run(),
         };
         let rate = Rate::OPEN;
         for algorithm in Algorithm::ALL {
@@ -173,19 +247,191 @@ fn main() {
         done = bench.done;
         rows.extend(bench.rows);
     }
-    rows.extend(new_keys(&thread_counts, started));
+    let sizes = if options.quick {
+        NewKeys {
+            fill: 100_000,
+            full: 10_000,
+            fill_name: "first fill 100k",
+            flood_name: "flood, full 10k",
+        }
+    } else {
+        NewKeys {
+            fill: 1_000_000,
+            full: 100_000,
+            fill_name: "first fill 1M",
+            flood_name: "flood, full 100k",
+        }
+    };
+    rows.extend(new_keys(&thread_counts, started, &sizes));
+    let load_after = load_average();
+    let seconds = started.elapsed().as_secs_f64();
+    if options.tsv {
+        let meta = [
+            ("format", "tollgate-shootout-tsv 1".to_string()),
+            ("unix_time", unix_time.to_string()),
+            ("vendor", cpu.vendor.clone()),
+            ("model_name", cpu.model_name.clone()),
+            ("family", cpu.family.clone()),
+            ("model", cpu.model.clone()),
+            ("stepping", cpu.stepping.clone()),
+            ("flags", cpu.flags()),
+            ("arch", std::env::consts::ARCH.to_string()),
+            ("cores", cores.to_string()),
+            ("quick", u8::from(options.quick).to_string()),
+            ("load_before", fmt_load(load_before)),
+            ("load_after", fmt_load(load_after)),
+            ("seconds", format!("{seconds:.1}")),
+            (
+                "tollgate_atomics",
+                std::env::var("TOLLGATE_ATOMICS").unwrap_or_default(),
+            ),
+        ];
+        print_tsv(&meta, &rows);
+        return;
+    }
     print_table(&rows);
     print_verdicts(&rows);
-    print_load(load_before, load_average(), cores);
-    print_legend(cores);
+    print_load(load_before, load_after, cores);
+    print_legend(cores, &sizes);
     println!(
-        "\nTotal time {:.1} s. BENCHMARKS.md explains these figures and records quiet runs.",
-        started.elapsed().as_secs_f64()
+        "\nTotal time {seconds:.1} s. BENCHMARKS.md explains these figures; scripts/bench-table \
+         writes a CPU's table there from several runs of this program."
     );
 }
 
+/// The lines above the table: when, on what CPU, at what load.
+fn print_header(cpu: &Cpu, cores: usize, unix_time: u64, load: Option<f64>, quick: bool) {
+    println!("tollgate shootout, {} UTC", utc(unix_time));
+    println!("CPU: {}, {cores} cores", cpu.describe());
+    if let Ok(forced) = std::env::var("TOLLGATE_ATOMICS") {
+        println!("TOLLGATE_ATOMICS={forced}: tollgate's 16-byte atomics forced to that path");
+    }
+    if let Some(load) = load {
+        println!("Load average (1 min) before the run: {load:.2}");
+    }
+    if quick {
+        println!("QUICK RUN (--quick): workloads shrunk; not comparable with a full run.");
+    }
+}
+
+/// The run as tab-separated lines: `meta KEY VALUE`, then `row WORKLOAD THREADS
+/// LIMITER NS BYTES_PER_KEY` (`-` where there is no figure). Names never hold a tab.
+fn print_tsv(meta: &[(&str, String)], rows: &[Row]) {
+    let mut out = std::io::stdout().lock();
+    for (key, value) in meta {
+        let _ = writeln!(out, "meta\t{key}\t{}", value.replace(['\t', '\n'], " "));
+    }
+    for r in rows {
+        let bytes = r.bytes_per_key.map_or("-".into(), |b| format!("{b:.1}"));
+        let _ = writeln!(
+            out,
+            "row\t{}\t{}\t{}\t{:.3}\t{bytes}",
+            r.workload, r.threads, r.limiter, r.ns
+        );
+    }
+}
+
+fn fmt_load(load: Option<f64>) -> String {
+    load.map_or("-".into(), |l| format!("{l:.2}"))
+}
+
+/// The CPU the run measured, as `/proc/cpuinfo` names it (first processor), and the
+/// features that choose tollgate's code paths, as the running process detects them.
+struct Cpu {
+    vendor: String,
+    model_name: String,
+    family: String,
+    model: String,
+    stepping: String,
+}
+
+impl Cpu {
+    fn read() -> Cpu {
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let field = |name: &str| {
+            info.lines()
+                .take_while(|l| !l.trim().is_empty())
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    (k.trim() == name).then(|| v.trim().to_string())
+                })
+                .unwrap_or_else(|| "?".into())
+        };
+        Cpu {
+            vendor: field("vendor_id"),
+            model_name: field("model name"),
+            family: field("cpu family"),
+            model: field("model"),
+            stepping: field("stepping"),
+        }
+    }
+
+    /// The features that matter to tollgate, in `/proc/cpuinfo`'s names, each present
+    /// one named and each absent one as `no-NAME`: AVX (16-byte atomic loads as one
+    /// `vmovdqa`), cmpxchg16b (16-byte compare-and-swap inline; without it the slow
+    /// path), and AVX2 / AVX-512F, which name the CPU's generation.
+    fn flags(&self) -> String {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let f = [
+                ("avx", std::arch::is_x86_feature_detected!("avx")),
+                ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+                ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
+                ("cx16", std::arch::is_x86_feature_detected!("cmpxchg16b")),
+            ];
+            f.iter()
+                .map(|(name, on)| {
+                    if *on {
+                        (*name).to_string()
+                    } else {
+                        format!("no-{name}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            format!("{} (no x86-64 features)", std::env::consts::ARCH)
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} ({}, family {}, model {}, stepping {}; {})",
+            self.model_name,
+            self.vendor,
+            self.family,
+            self.model,
+            self.stepping,
+            self.flags()
+        )
+    }
+}
+
+/// `YYYY-MM-DD HH:MM` for seconds since the Unix epoch (days to a civil date as in
+/// Howard Hinnant's `civil_from_days`).
+fn utc(unix: u64) -> String {
+    let days = (unix / 86_400) as i64;
+    let secs = unix % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}",
+        secs / 3_600,
+        secs % 3_600 / 60
+    )
+}
+
 /// What the table's columns and rows mean, printed under it so it reads on its own.
-fn print_legend(cores: usize) {
+fn print_legend(cores: usize, sizes: &NewKeys) {
     println!(
         "
 How to read this table
@@ -214,8 +460,17 @@ Workloads and quotas
   idle), timed while 1,000,000 never-seen keys arrive. tollgate applies its OnFull
   policy to each (Evict forgets the entry going idle soonest, Deny refuses the new
   key, Allow admits it untracked); governor and dashmap grow their maps instead; the
-  floors overwrite whatever the slot held."
+  floors overwrite whatever the slot held.
+- Verdict: the keyed token bucket's time divided by each peer's in the same workload,
+  thread count and run (below 1.00x tollgate is faster), fastest peer first, and by the
+  16-byte floor's; \"even\" is within 3 % of the fastest peer."
     );
+    if sizes.fill != 1_000_000 {
+        println!(
+            "- --quick: 100k keys instead of 1M, {} and {}: the same workloads at a tenth of the size.",
+            sizes.fill_name, sizes.flood_name
+        );
+    }
 }
 
 /// Keys the limiters have never seen: the first fill of a table built for 1,000,000
@@ -223,12 +478,11 @@ Workloads and quotas
 /// full of 100,000 live keys (quota one per hour, so no entry goes idle: tollgate's
 /// `OnFull` policy decides every new key; the peers just grow). Each sample runs on a
 /// fresh limiter; the table gives the median of three.
-fn new_keys(thread_counts: &[usize], started: Instant) -> Vec<Row> {
-    const FILL: usize = 1_000_000;
-    const FULL: usize = 100_000;
-    let fill_stream = fresh_keys(FILL, 0, 7);
-    let live = fresh_keys(FULL, 0, 8);
-    let flood_stream = fresh_keys(FILL, 1 << 40, 9);
+fn new_keys(thread_counts: &[usize], started: Instant, sizes: &NewKeys) -> Vec<Row> {
+    let (fill, full) = (sizes.fill, sizes.full);
+    let fill_stream = fresh_keys(fill, 0, 7);
+    let live = fresh_keys(full, 0, 8);
+    let flood_stream = fresh_keys(fill, 1 << 40, 9);
     let mut rows = Vec::new();
     for &threads in thread_counts {
         let pool = pool(threads);
@@ -253,9 +507,9 @@ fn new_keys(thread_counts: &[usize], started: Instant) -> Vec<Row> {
         let tollgate = |rate: Rate, keys: usize, policy: OnFull, label: &'static str| {
             move || TollgateKeyed::token_bucket(rate, keys, policy, label)
         };
-        let w = "first fill 1M";
+        let w = sizes.fill_name;
         let (pre, run): (&[u64], &[u64]) = (&[], &fill_stream);
-        let make = tollgate(open, FILL, OnFull::Evict, "token bucket");
+        let make = tollgate(open, fill, OnFull::Evict, "token bucket");
         measure(
             w,
             make().name(),
@@ -273,20 +527,20 @@ fn new_keys(thread_counts: &[usize], started: Instant) -> Vec<Row> {
             make().name(),
             one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
         );
-        let make = || Floor::new(open, FILL);
+        let make = || Floor::new(open, fill);
         measure(
             w,
             make().name(),
             one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
         );
-        let make = || Floor128::new(open, FILL);
+        let make = || Floor128::new(open, fill);
         measure(
             w,
             make().name(),
             one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
         );
 
-        let w = "flood, full 100k";
+        let w = sizes.flood_name;
         let shut = Rate::SHUT;
         let (pre, run): (&[u64], &[u64]) = (&live, &flood_stream);
         for (policy, label) in [
@@ -294,7 +548,7 @@ fn new_keys(thread_counts: &[usize], started: Instant) -> Vec<Row> {
             (OnFull::Deny, "token bucket, Deny"),
             (OnFull::Allow, "token bucket, Allow"),
         ] {
-            let make = tollgate(shut, FULL, policy, label);
+            let make = tollgate(shut, full, policy, label);
             measure(
                 w,
                 make().name(),
@@ -313,13 +567,13 @@ fn new_keys(thread_counts: &[usize], started: Instant) -> Vec<Row> {
             make().name(),
             one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
         );
-        let make = || Floor::new(shut, FULL);
+        let make = || Floor::new(shut, full);
         measure(
             w,
             make().name(),
             one_shot_median_ns(&pool, &make, pre, run, SAMPLES),
         );
-        let make = || Floor128::new(shut, FULL);
+        let make = || Floor128::new(shut, full);
         measure(
             w,
             make().name(),
@@ -377,36 +631,51 @@ fn is_peer(r: &Row) -> bool {
 }
 
 /// One line per workload and thread count: tollgate's keyed token bucket (each `OnFull`
-/// policy on the flood) against the fastest peer of the same run, as a ratio of times.
+/// policy on the flood) divided by every peer of the same run, fastest peer first, and by
+/// the 16-byte floor; then how it stands against the fastest peer.
 fn print_verdicts(rows: &[Row]) {
-    println!("\nVerdict (tollgate's keyed token bucket against the fastest peer in this run):");
+    println!(
+        "\nVerdict: tollgate's keyed token bucket ÷ each peer, same workload, threads and run \
+         (below 1.00× tollgate is faster):"
+    );
     for r in rows
         .iter()
         .filter(|r| r.limiter.starts_with("tollgate token bucket"))
     {
-        let best = rows
+        let same = |p: &&Row| p.workload == r.workload && p.threads == r.threads;
+        let mut peers: Vec<&Row> = rows.iter().filter(same).filter(|p| is_peer(p)).collect();
+        peers.sort_by(|a, b| a.ns.total_cmp(&b.ns));
+        let Some(best) = peers.first() else { continue };
+        let ratios: Vec<String> = peers
             .iter()
-            .filter(|p| p.workload == r.workload && p.threads == r.threads && is_peer(p))
-            .min_by(|a, b| a.ns.total_cmp(&b.ns));
-        let Some(best) = best else { continue };
+            .map(|p| format!("{:.2}× {}", r.ns / p.ns, p.limiter))
+            .collect();
+        let floor = rows
+            .iter()
+            .filter(same)
+            .find(|f| f.limiter == "floor, 16-byte CAS")
+            .map_or(String::new(), |f| {
+                format!("; {:.2}× the 16-byte floor", r.ns / f.ns)
+            });
         let ratio = r.ns / best.ns;
         let verdict = if ratio < 0.97 {
-            "tollgate faster"
+            "faster than every peer".to_string()
         } else if ratio > 1.03 {
-            "tollgate slower"
+            format!("slower than {}", best.limiter)
         } else {
-            "even (within 3 %)"
+            format!("even with {} (within 3 %)", best.limiter)
         };
+        let policy = r
+            .limiter
+            .strip_prefix("tollgate token bucket")
+            .unwrap_or_default();
         println!(
-            "- {}, {} thread{}: {} {} vs {} {}: {:.2}× ({verdict})",
+            "- {}{policy}, {} thread{}: {}; {}{floor}: {verdict}",
             r.workload,
             r.threads,
             if r.threads == 1 { "" } else { "s" },
-            r.limiter,
             fmt_ns(r.ns),
-            best.limiter,
-            fmt_ns(best.ns),
-            ratio,
+            ratios.join(", "),
         );
     }
 }

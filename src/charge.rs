@@ -1,14 +1,12 @@
 //! Charges: a cost known only once the work is done, taken whatever is left, and given
 //! back in part or whole later (token budgets: check before, charge after).
 
-use crate::algorithm::booking::{Booked, Booking, Overwritten};
-use crate::reservation::{Ledger, Origin};
-use crate::store::{by_algorithm, verbs};
-use crate::{Clock, Decision, RateLimiter};
+use crate::algorithm::booking::{Booked, Booking, Ledger, Origin, Overwritten};
+use crate::decision::Decision;
 use std::fmt;
 
-/// What a charge took: made by `charge` on [`RateLimiter`](crate::RateLimiter),
-/// [`KeyedRateLimiter`](crate::KeyedRateLimiter) and [`Tier`](crate::Tier).
+/// What a charge took: made by `charge` on [`RateLimiter`](crate::limiter::RateLimiter),
+/// [`KeyedRateLimiter`](crate::keyed::KeyedRateLimiter) and [`Tier`](crate::keyed::Tier).
 ///
 /// A charge is never denied: it takes its cost whatever is left, and the key then owes
 /// what went past its quota ([`owed`](Self::owed)), which its next requests wait out at
@@ -162,7 +160,7 @@ impl<'a> Charge<'a> {
     }
 
     /// How many requests the key owes past its quota after the charge (0 when it fit;
-    /// for a sliding log, how far this charge went past what was left: the log keeps no
+    /// `u32::MAX` for a debt of `u32::MAX` requests or more; for a sliding log, how far this charge went past what was left: the log keeps no
     /// count of an earlier overdraft past its ring, which ends one period after it
     /// however large it was).
     ///
@@ -229,10 +227,13 @@ impl<'a> Charge<'a> {
     /// Gives `n` of what the charge took back (at most what it took, less what was
     /// given back before; a log's part past its ring first, which frees nothing), to the
     /// state it was taken from only: nothing after a `reset`, `remove`, reclaim or
-    /// eviction of the key, nor after a bucket's conversion to another rate (a
-    /// [`RateLimiter`]'s `set_quota` that changes its interval; a keyed table's request
-    /// that writes the key's state at another rate: a tier's, or after `set_quota`),
-    /// whether or not it owed anything then, and even once converted back. A
+    /// eviction of the key, nor after a bucket's conversion to another rate: by a
+    /// `set_quota` that changes its interval (a keyed table's converts at once every
+    /// key written at a rate that no tier uses after it), or by a keyed request that
+    /// writes the key's state at another rate (a tier's, or after `set_quota`); whether
+    /// or not it owed anything then, and even once converted back (the state keeps no
+    /// record of when it was converted, so it cannot tell what of the charge it still
+    /// holds). A
     /// window gives back only while the state is still in the charged window (the
     /// sliding window: until something is counted in a later one); a bucket only what
     /// of the charge it still owes (time pays debts off); a log exactly while the charge
@@ -320,77 +321,5 @@ fn part(booking: &Booking, held: u32, given: u32, m: u32) -> Booking {
             }
         }
         Booking::Nothing => Booking::Nothing,
-    }
-}
-
-/// The single limiter's charges (the keyed limiter's are in `keyed::charge`).
-impl<C: Clock> RateLimiter<C> {
-    /// Charges `n` whatever is left, never denied: for a cost known only once the work
-    /// is done (tokens of a response, bytes served). The limiter then owes what went
-    /// past its quota, at most one burst (the part past that is not counted, see
-    /// [`Charge::dropped`]), and its next requests wait until the debt is paid at the
-    /// quota's rate (the buckets), or until the charged window or period has passed
-    /// (the windows, the log). Check before the work with [`peek`](Self::peek) or
-    /// [`check`](Self::check); give back with [`Charge::give_back`].
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
-    /// let clock = ManualClock::new();
-    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10))
-    ///     .clock(clock.clone())
-    ///     .build()?;
-    /// let c = l.charge(15);
-    /// assert_eq!((c.fit(), c.owed()), (false, 5));
-    /// assert!(!l.check().is_allowed());
-    /// clock.advance(Duration::from_millis(600)); // 5 paid off, 1 earned
-    /// assert!(l.check().is_allowed());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn charge(&self, n: u32) -> Charge<'_> {
-        self.charge_owing(n, self.burst())
-    }
-
-    /// [`charge`](Self::charge) with the most the limiter may owe after it set to
-    /// `max_owed` requests past its quota (a bucket owes at most 36 years of its rate
-    /// whatever is asked; a window what its count field holds).
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use tollgate::{Algorithm, Quota, RateLimiter};
-    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_minute(1_000)).build()?;
-    /// let c = l.charge_owing(5_000, 10_000); // a long answer: 4,000 owed, 4 minutes
-    /// assert_eq!((c.owed(), c.dropped()), (4_000, 0));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn charge_owing(&self, n: u32, max_owed: u32) -> Charge<'_> {
-        by_algorithm!(&self.store, e => verbs::charge(e, self, 0, n, max_owed, 0, || self.now()))
-    }
-
-    /// Gives `n` back, never below a full limiter; returns how many requests were given
-    /// back. For a caller that keeps no [`Charge`] (a stateless service told to give
-    /// hits back): it cannot tell what it gives back from what others took, so prefer
-    /// [`Charge::give_back`], which gives back only what its charge took. A window gives
-    /// back from its counts that still weigh, the current window's first (the sliding
-    /// window's previous one next); a log from its newest entries,
-    /// and nothing while every slot of its ring is in the window (it cannot tell an
-    /// overdraft it could not log from its admissions) or while a reservation for a
-    /// later time is pending.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use tollgate::{Algorithm, Quota, RateLimiter};
-    /// let l = RateLimiter::builder(Algorithm::SlidingWindow, Quota::per_minute(5)).build()?;
-    /// assert!(l.check_n(5)?.is_allowed());
-    /// assert_eq!(l.give_back(7), 5); // never below empty
-    /// assert_eq!(l.peek().remaining(), 4);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn give_back(&self, n: u32) -> u32 {
-        by_algorithm!(&self.store, e => verbs::give_back(e, 0, n, 0, || self.now()))
     }
 }

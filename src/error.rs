@@ -1,6 +1,6 @@
 //! Errors: configuration that can never work, and requests that can never fit.
 
-use crate::Algorithm;
+use crate::quota::Algorithm;
 use std::fmt;
 use std::time::Duration;
 
@@ -156,7 +156,7 @@ impl fmt::Display for ConfigError {
             // No period can fit (SlidingWindow with a limit of 2^31 or more: two 32-bit
             // counts fill the word); the minimum is then past the horizon.
             ConfigError::WindowTooFine { algorithm, limit, period, min_period }
-                if *min_period > Duration::from_nanos(crate::algorithm::HORIZON_NS) => write!(
+                if *min_period > Duration::from_nanos(crate::clock::HORIZON_NS) => write!(
                 f,
                 "{algorithm:?} packs its counts and window index into 64 bits: a limit of {limit} leaves no room for the window index at any period (got {period:?}); use a smaller limit or TokenBucket"
             ),

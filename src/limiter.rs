@@ -1,12 +1,17 @@
 //! `RateLimiter`: one key, any algorithm, any clock.
 
 use crate::algorithm::booking::Booking;
+use crate::algorithm::booking::{Ledger, Origin};
 use crate::algorithm::Params;
-use crate::reservation::{Ledger, Origin, Reservation, ReserveError};
+use crate::charge::Charge;
+use crate::reservation::{Reservation, ReserveError};
 use crate::store::cell::CellStore;
 use crate::store::{by_algorithm, verbs, Store};
 use crate::sync::{lock, CopyCell, Mutex};
-use crate::{Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, QuantaClock, Quota};
+use crate::{
+    clock::Clock, clock::QuantaClock, decision::Decision, error::ConfigError,
+    error::InsufficientCapacity, quota::Algorithm, quota::Quota,
+};
 use std::fmt;
 use std::time::Duration;
 
@@ -462,7 +467,7 @@ impl<C: Clock> Ledger for RateLimiter<C> {
     }
 }
 
-impl<C: Clock> crate::multi::sealed::Sealed for RateLimiter<C> {
+impl<C: Clock> crate::reservation::sealed::Bookable for RateLimiter<C> {
     fn book(&self, n: u32) -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity> {
         by_algorithm!(&self.store, e => verbs::book(e, self, 0, n, 0, || self.now()))
     }
@@ -482,5 +487,78 @@ impl<C: Clock> fmt::Debug for RateLimiter<C> {
             .field("algorithm", &self.algorithm)
             .field("quota", &self.quota.load())
             .finish_non_exhaustive()
+    }
+}
+
+/// The single limiter's charges (the keyed limiter's are in `keyed::charge`; `Charge` is
+/// in `charge`).
+impl<C: Clock> RateLimiter<C> {
+    /// Charges `n` whatever is left, never denied: for a cost known only once the work
+    /// is done (tokens of a response, bytes served). The limiter then owes what went
+    /// past its quota, at most one burst (the part past that is not counted, see
+    /// [`Charge::dropped`]), and its next requests wait until the debt is paid at the
+    /// quota's rate (the buckets), or until the charged window or period has passed
+    /// (the windows, the log). Check before the work with [`peek`](Self::peek) or
+    /// [`check`](Self::check); give back with [`Charge::give_back`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(10))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let c = l.charge(15);
+    /// assert_eq!((c.fit(), c.owed()), (false, 5));
+    /// assert!(!l.check().is_allowed());
+    /// clock.advance(Duration::from_millis(600)); // 5 paid off, 1 earned
+    /// assert!(l.check().is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn charge(&self, n: u32) -> Charge<'_> {
+        self.charge_owing(n, self.burst())
+    }
+
+    /// [`charge`](Self::charge) with the most the limiter may owe after it set to
+    /// `max_owed` requests past its quota (a bucket owes at most 36 years of its rate
+    /// whatever is asked; a window what its count field holds).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_minute(1_000)).build()?;
+    /// let c = l.charge_owing(5_000, 10_000); // a long answer: 4,000 owed, 4 minutes
+    /// assert_eq!((c.owed(), c.dropped()), (4_000, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn charge_owing(&self, n: u32, max_owed: u32) -> Charge<'_> {
+        by_algorithm!(&self.store, e => verbs::charge(e, self, 0, n, max_owed, 0, || self.now()))
+    }
+
+    /// Gives `n` back, never below a full limiter; returns how many requests were given
+    /// back. For a caller that keeps no [`Charge`] (a stateless service told to give
+    /// hits back): it cannot tell what it gives back from what others took, so prefer
+    /// [`Charge::give_back`], which gives back only what its charge took. A window gives
+    /// back from its counts that still weigh, the current window's first (the sliding
+    /// window's previous one next); a log from its newest entries,
+    /// and nothing while every slot of its ring is in the window (it cannot tell an
+    /// overdraft it could not log from its admissions) or while a reservation for a
+    /// later time is pending.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let l = RateLimiter::builder(Algorithm::SlidingWindow, Quota::per_minute(5)).build()?;
+    /// assert!(l.check_n(5)?.is_allowed());
+    /// assert_eq!(l.give_back(7), 5); // never below empty
+    /// assert_eq!(l.peek().remaining(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn give_back(&self, n: u32) -> u32 {
+        by_algorithm!(&self.store, e => verbs::give_back(e, 0, n, 0, || self.now()))
     }
 }

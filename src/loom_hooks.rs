@@ -54,3 +54,32 @@ impl ParamSeqlock {
         self.0.store_with(v, during);
     }
 }
+
+/// The keyed table's 16-byte slot word as the loom models see it (`sync::AtomicU128`,
+/// a modelled mutex), for the check that an invalid ordering fails there as it does on
+/// `machine`'s paths (`loom-tests/tests/slot_word.rs`).
+#[derive(Debug)]
+pub struct SlotWord(crate::sync::AtomicU128);
+
+impl SlotWord {
+    /// A word holding `v`.
+    pub fn new(v: u128) -> Self {
+        SlotWord(crate::sync::AtomicU128::new(v))
+    }
+
+    /// The word, read with `order`.
+    pub fn load(&self, order: crate::sync::Ordering) -> u128 {
+        self.0.load(order)
+    }
+
+    /// Stores `new` if the word holds `current`.
+    pub fn compare_exchange(
+        &self,
+        current: u128,
+        new: u128,
+        success: crate::sync::Ordering,
+        failure: crate::sync::Ordering,
+    ) -> Result<u128, u128> {
+        self.0.compare_exchange(current, new, success, failure)
+    }
+}

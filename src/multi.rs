@@ -1,6 +1,7 @@
 //! Several limits decided together, all or nothing.
 
-use crate::Decision;
+use crate::decision::Decision;
+use crate::reservation::sealed::Bookable;
 use std::time::Duration;
 
 /// The outcome of checking one request against several limits at once (per user and
@@ -178,32 +179,12 @@ impl MultiDecision {
     }
 }
 
-pub(crate) mod sealed {
-    use crate::{Decision, InsufficientCapacity, Reservation};
-
-    /// What [`Limit`](super::Limit) needs of a limiter; not implementable outside the
-    /// crate, so that the all-or-nothing protocol stays the engine's own.
-    pub trait Sealed: Sync {
-        /// Decides `n` now; when admitted, the booking to roll back. An error when
-        /// `n` exceeds the capacity of the parameters it would be decided with.
-        fn book(&self, n: u32)
-            -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity>;
-        /// What deciding `n` now would give, consuming nothing (the same error).
-        fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity>;
-        /// Whether `check_all` books this limit after every limit that returns `false`
-        /// (the leaky bucket: rolling back a booking behind which others were scheduled
-        /// narrows the spacing of the next release, so it is booked only once every
-        /// other kind of limit has admitted).
-        fn books_last(&self) -> bool;
-    }
-}
-
 /// A limit [`check_all`] can decide together with others: a [`RateLimiter`], or one
 /// key of a [`KeyedRateLimiter`] (see [`KeyedRateLimiter::limit`]).
 ///
-/// [`RateLimiter`]: crate::RateLimiter
-/// [`KeyedRateLimiter`]: crate::KeyedRateLimiter
-/// [`KeyedRateLimiter::limit`]: crate::KeyedRateLimiter::limit
+/// [`RateLimiter`]: crate::limiter::RateLimiter
+/// [`KeyedRateLimiter`]: crate::keyed::KeyedRateLimiter
+/// [`KeyedRateLimiter::limit`]: crate::keyed::KeyedRateLimiter::limit
 ///
 /// # Example
 ///
@@ -214,9 +195,9 @@ pub(crate) mod sealed {
 /// assert_eq!(limits.len(), 1);
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
-pub trait Limit: sealed::Sealed {}
+pub trait Limit: Bookable {}
 
-impl<T: sealed::Sealed> Limit for T {}
+impl<T: Bookable> Limit for T {}
 
 /// Bookings kept on the stack by [`check_all`] before it spills to the heap.
 const INLINE: usize = 4;
@@ -244,7 +225,7 @@ const INLINE: usize = 4;
 ///
 /// # Errors
 ///
-/// [`InsufficientCapacity`](crate::InsufficientCapacity) when `n` exceeds some limit's
+/// [`InsufficientCapacity`](crate::error::InsufficientCapacity) when `n` exceeds some limit's
 /// capacity (the request could never be admitted): the first such limit's, and what
 /// the limits before it booked is rolled back.
 ///
@@ -266,7 +247,7 @@ const INLINE: usize = 4;
 pub fn check_all(
     limits: &[&dyn Limit],
     n: u32,
-) -> Result<MultiDecision, crate::InsufficientCapacity> {
+) -> Result<MultiDecision, crate::error::InsufficientCapacity> {
     all_or_nothing(limits.len(), |i| (limits[i], n))
 }
 
@@ -278,7 +259,7 @@ pub fn check_all(
 ///
 /// # Errors
 ///
-/// [`InsufficientCapacity`](crate::InsufficientCapacity) when some cost exceeds its
+/// [`InsufficientCapacity`](crate::error::InsufficientCapacity) when some cost exceeds its
 /// limit's capacity: the first such limit's, and what the limits before it booked is
 /// rolled back.
 ///
@@ -304,7 +285,7 @@ pub fn check_all(
 /// ```
 pub fn check_all_costs(
     limits: &[(&dyn Limit, u32)],
-) -> Result<MultiDecision, crate::InsufficientCapacity> {
+) -> Result<MultiDecision, crate::error::InsufficientCapacity> {
     all_or_nothing(limits.len(), |i| limits[i])
 }
 
@@ -315,11 +296,11 @@ pub fn check_all_costs(
 fn all_or_nothing<'a>(
     count: usize,
     at: impl Fn(usize) -> (&'a dyn Limit, u32),
-) -> Result<MultiDecision, crate::InsufficientCapacity> {
+) -> Result<MultiDecision, crate::error::InsufficientCapacity> {
     let mut decisions = Decisions::with_len(count);
     // The bookings to roll back on a denial, in booking order: on the stack for the
     // usual few limits.
-    let mut first: [Option<crate::Reservation<'a>>; INLINE] = Default::default();
+    let mut first: [Option<crate::reservation::Reservation<'a>>; INLINE] = Default::default();
     let mut more = Vec::new();
     let mut booked = 0;
     let mut denied = false;

@@ -1,57 +1,9 @@
 //! Reservations: capacity booked now for a request that proceeds after a wait.
 
-use crate::algorithm::booking::{Booked, Booking};
-use crate::{Decision, InsufficientCapacity};
+use crate::algorithm::booking::{Booked, Booking, Ledger, Origin};
+use crate::{decision::Decision, error::InsufficientCapacity};
 use std::fmt;
 use std::time::Duration;
-
-/// Where a booking was made, so that it can be given back (the limiter, with the
-/// key's hash for a keyed one).
-pub(crate) trait Ledger: Sync {
-    /// Gives `booking` (made for the key hashed to `key`, on the state `origin`
-    /// identifies) back: a cancel as far as no later booking depends on it, and only
-    /// while the booking is not yet due at the ledger's clock (`due`, engine ns), as
-    /// Go's x/time/rate `CancelAt` does; a roll-back (`always`) exactly what it took,
-    /// due or not. Nothing when the key's state is no longer the one booked on (reset,
-    /// removed, reclaimed or evicted since).
-    fn refund(&self, key: u64, booking: &Booking, origin: Origin, due: u64, always: bool);
-}
-
-/// What identifies the state a booking was made on, so that giving it back never
-/// reaches a state created after a `reset`, `remove`, reclaim or eviction of the key:
-/// not a value of the state (a theoretical arrival time, a window index, a timestamp),
-/// which a state rebuilt later can match by chance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Origin {
-    /// A [`RateLimiter`](crate::RateLimiter)'s one state, which is never replaced.
-    Cell {
-        /// The bucket interval (ns) the booking was counted in, 0 for the others: a
-        /// state converted to another interval since gives nothing back (as a keyed
-        /// slot's rate class).
-        interval: u64,
-        /// The stamp of the parameters the booking was made with (a bucket's; 0 for
-        /// the others): a state converted by a `set_quota` published after them gives
-        /// nothing back, even once converted back to the booking's interval.
-        stamp: u64,
-    },
-    /// A packed keyed table's entry: the generation in its slot's key word, and the
-    /// shard's epoch read before the booking (see `keyed::table`'s protocol).
-    Slot {
-        /// The entry's generation (1 to 65,535).
-        gen: u16,
-        /// The rate class the booking was counted in (see `table::packed::rates`): a state
-        /// converted to another since gives nothing back.
-        class: u8,
-        /// The shard's epoch before the booking.
-        epoch: u64,
-    },
-    /// A sliding-log table's entry: the number its shard gave this incarnation of the
-    /// key (unique: a 64-bit count never wraps).
-    Entry {
-        /// The incarnation.
-        gen: u64,
-    },
-}
 
 /// Capacity booked by `reserve`: the request may proceed after
 /// [`wait_time`](Self::wait_time), and must not proceed before.
@@ -61,7 +13,7 @@ pub(crate) enum Origin {
 /// were booked (FIFO with no queue and no memory per waiter), and a later `check` never
 /// overtakes an earlier reservation. The windows and the sliding log book into the
 /// earliest time the request fits; requests after it queue behind it (see
-/// [`reserve`](crate::RateLimiter::reserve)).
+/// [`reserve`](crate::limiter::RateLimiter::reserve)).
 ///
 /// Dropping a reservation keeps the booking (the capacity counts as used): call
 /// [`cancel`](Self::cancel) to give it back. The futures of `until_ready` cancel their
@@ -306,7 +258,7 @@ pub enum ReserveError {
     },
     /// The cost exceeds what the limiter ever admits at once.
     InsufficientCapacity(InsufficientCapacity),
-    /// A keyed limiter under [`OnFull::Deny`](crate::OnFull::Deny) had no slot for a
+    /// A keyed limiter under [`OnFull::Deny`](crate::table::claim::OnFull::Deny) had no slot for a
     /// new key.
     Refused {
         /// When a slot may free (a hint).
@@ -363,5 +315,28 @@ pub(crate) fn too_long(late: crate::algorithm::booking::Late) -> ReserveError {
     ReserveError::TooLong {
         wait: Duration::from_nanos(late.wait),
         max_wait: Duration::from_nanos(late.allowed),
+    }
+}
+
+/// The seal of [`Limit`](crate::multi::Limit): a public trait in a private module.
+pub(crate) mod sealed {
+    use super::Reservation;
+    use crate::{decision::Decision, error::InsufficientCapacity};
+
+    /// What [`Limit`](crate::multi::Limit) needs of a limiter (`check_all`'s seam, below the
+    /// limiters that implement it); not implementable outside the
+    /// crate, so that the all-or-nothing protocol stays the engine's own.
+    pub trait Bookable: Sync {
+        /// Decides `n` now; when admitted, the booking to roll back. An error when
+        /// `n` exceeds the capacity of the parameters it would be decided with.
+        fn book(&self, n: u32)
+            -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity>;
+        /// What deciding `n` now would give, consuming nothing (the same error).
+        fn peek_n(&self, n: u32) -> Result<Decision, InsufficientCapacity>;
+        /// Whether `check_all` books this limit after every limit that returns `false`
+        /// (the leaky bucket: rolling back a booking behind which others were scheduled
+        /// narrows the spacing of the next release, so it is booked only once every
+        /// other kind of limit has admitted).
+        fn books_last(&self) -> bool;
     }
 }

@@ -12,7 +12,40 @@
 //!
 //! The parameter seqlock, [`Seqlock`], is written over the switched atomics, so its own
 //! loom model (`loom-tests/tests/seqlock.rs`) checks the code the crate runs; inside the
-//! limiters' models [`Swap`] is a modelled mutex instead (see there).
+//! limiters' models [`Replaceable`] is a modelled mutex instead (see there).
+//!
+//! The keyed table's 16-byte slot word ([`AtomicU128`]) is `machine`'s own cell outside
+//! loom models (one protocol per process: the inline instructions or portable-atomic's);
+//! inside them it is a `u128` behind a loom mutex, so that the models check the table's
+//! protocol, not the instruction. Every path, the stand-in's included, runs the one check
+//! of orderings in `crate::ordering` (`check_load_order`, `check_failure_order`).
+//!
+//! **What the stand-in cannot check.** A mutex makes every operation on the word stronger than the
+//! ordering the code passes: each one, a load or a failed compare-and-swap included,
+//! acquires (the lock) and releases (the unlock), and all operations on all words (each
+//! taking and leaving its lock) are sequentially consistent with one another. So the models
+//! would pass if an ordering were too weak: a `Relaxed` load where the protocol needs
+//! `Acquire`, or a protocol that needs a total order across two words (a store-buffering
+//! pattern: write one word, then read another that a second thread wrote before reading
+//! the first), which acquire and release do not give.
+//!
+//! **Why the orderings are still right.** The table uses `Acquire` loads and
+//! compare-and-swaps with `AcqRel` success and `Acquire` failure, and relies on no more:
+//! (1) A decision's correctness rests on each word alone: a compare-and-swap stores only
+//! over the word its step was computed from, which is the word's atomicity and holds at
+//! any ordering (and the mutex gives exactly that). (2) What a word publishes travels from
+//! a successful compare-and-swap (its release half) to a load or compare-and-swap that
+//! reads the value it wrote (acquire): a state's rate class, whose interval the reader then
+//! loads from the table's `Rates` (stored, with release, before any state was tagged with
+//! it). Nothing is published by a load or a failed compare-and-swap, so the release the
+//! mutex lends them, which the real ones lack, is never relied on. (3) No step needs a total order across words: the one protocol
+//! that does, a rate class's retirement against the writes in flight that may tag a state
+//! with it, runs on `Rates`' own `SeqCst` counters, loom's atomics in the models; and the
+//! retirement's sweep sees every such write through the writers' count (released by each
+//! write after its compare-and-swap, acquired by the sweep before its loads), not through
+//! the words. On x86-64's inline path every access is `SeqCst` anyway (see `machine`);
+//! portable-atomic's path is where these orderings are what runs, and the machine tests
+//! run it under threads.
 //!
 //! [loom]: https://docs.rs/loom
 
@@ -92,15 +125,16 @@ pub(crate) use crate::machine::Line;
 pub(crate) struct Line<T>(pub(crate) [T; 4]);
 /// A 128-bit atomic word: the keyed table's slot (fingerprint and state together).
 ///
-/// `machine::AtomicU128`: inline `vmovdqa` / `lock cmpxchg16b` on x86-64 CPUs that have
-/// them (detected once), portable-atomic's `AtomicU128` everywhere else (lock-free on
-/// x86_64 with `cmpxchg16b` and on aarch64 with `casp`/`ldxp`).
+/// `machine::AtomicU128`, a cell of that module's own: inline `vmovdqa` /
+/// `lock cmpxchg16b` on x86-64 CPUs that have them (detected once), portable-atomic's
+/// `AtomicU128` over the same cell everywhere else (lock-free on x86_64 with `cmpxchg16b`
+/// and on aarch64 with `casp`/`ldxp`), one of the two for every word of a process.
 #[cfg(not(tollgate_loom))]
 pub(crate) use crate::machine::AtomicU128;
 /// Whether the hit path may use the slot word's inline operations (`machine::fast_path`),
 /// and the proof it may.
 #[cfg(not(tollgate_loom))]
-pub(crate) use crate::machine::{fast_path, Fast};
+pub(crate) use crate::machine::{fast_path, HitPath};
 
 /// Loom models' tables are tiny, and their words are not plain memory: no advice.
 #[cfg(tollgate_loom)]
@@ -113,14 +147,20 @@ pub(crate) fn advise_huge_pages<T>(_spare: &mut [std::mem::MaybeUninit<T>]) -> b
 #[inline(always)]
 pub(crate) fn prefetch<T>(_r: &T) {}
 
-/// A 128-bit atomic word for loom models: a linearizable `u128` behind a loom mutex,
-/// which is exactly the contract the hardware's 16-byte compare-and-swap gives, so the
-/// models check the table's protocol (not the instruction).
+/// A 128-bit atomic word for loom models: a linearizable `u128` behind a loom mutex, so
+/// that the models check the table's protocol (not the instruction). It runs the same
+/// ordering check as `machine::AtomicU128` (`crate::ordering`), and otherwise ignores the orderings it is given.
+///
+/// What this stand-in cannot check about orderings, and why the orderings are right
+/// nonetheless: see the module docs.
 #[cfg(tollgate_loom)]
 #[derive(Debug)]
 pub(crate) struct AtomicU128 {
     word: loom::sync::Mutex<u128>,
 }
+
+#[cfg(tollgate_loom)]
+use crate::ordering::{check_failure_order, check_load_order};
 
 #[cfg(tollgate_loom)]
 impl AtomicU128 {
@@ -130,7 +170,8 @@ impl AtomicU128 {
         }
     }
 
-    pub(crate) fn load(&self, _order: Ordering) -> u128 {
+    pub(crate) fn load(&self, order: Ordering) -> u128 {
+        check_load_order(order);
         *lock(&self.word)
     }
 
@@ -139,8 +180,9 @@ impl AtomicU128 {
         current: u128,
         new: u128,
         _success: Ordering,
-        _failure: Ordering,
+        failure: Ordering,
     ) -> Result<u128, u128> {
+        check_failure_order(failure);
         let mut w = lock(&self.word);
         if *w == current {
             *w = new;
@@ -150,13 +192,13 @@ impl AtomicU128 {
         }
     }
 
-    pub(crate) fn load_fast(&self, _proof: Fast, order: Ordering) -> u128 {
+    pub(crate) fn load_fast(&self, _proof: HitPath, order: Ordering) -> u128 {
         self.load(order)
     }
 
     pub(crate) fn compare_exchange_fast(
         &self,
-        _proof: Fast,
+        _proof: HitPath,
         current: u128,
         new: u128,
         success: Ordering,
@@ -169,12 +211,12 @@ impl AtomicU128 {
 /// In loom models the hit path always runs (on the modelled word).
 #[cfg(tollgate_loom)]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Fast(());
+pub(crate) struct HitPath(());
 
 /// In loom models the hit path always runs (on the modelled word).
 #[cfg(tollgate_loom)]
-pub(crate) fn fast_path() -> Option<Fast> {
-    Some(Fast(()))
+pub(crate) fn fast_path() -> Option<HitPath> {
+    Some(HitPath(()))
 }
 
 /// Whether the slot word's 16-byte atomic operations are lock-free here.
@@ -218,7 +260,7 @@ pub(crate) fn lock_std<T>(m: &StdMutex<T>) -> StdMutexGuard<'_, T> {
 /// flag clear while a replacement ran reads the value as built: the old value, as a
 /// reader of the seqlock racing the replacement may.
 #[cfg(not(tollgate_loom))]
-pub(crate) struct Swap<T: Words> {
+pub(crate) struct Replaceable<T: Words> {
     /// The value as built, read while `replaced` is clear.
     built: T,
     /// Set (after the seqlock holds the new value) by the first replacement.
@@ -227,9 +269,9 @@ pub(crate) struct Swap<T: Words> {
 }
 
 #[cfg(not(tollgate_loom))]
-impl<T: Words> Swap<T> {
+impl<T: Words> Replaceable<T> {
     pub(crate) fn new(v: T) -> Self {
-        Swap {
+        Replaceable {
             built: v,
             replaced: std::sync::atomic::AtomicBool::new(false),
             current: Seqlock::new(v),
@@ -286,7 +328,7 @@ impl<T: Words> Swap<T> {
 }
 
 #[cfg(not(tollgate_loom))]
-impl<T: Words + std::fmt::Debug> std::fmt::Debug for Swap<T> {
+impl<T: Words + std::fmt::Debug> std::fmt::Debug for Replaceable<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.load().fmt(f)
     }
@@ -395,12 +437,12 @@ impl<T: Words + std::fmt::Debug> std::fmt::Debug for Seqlock<T> {
 
 /// For loom models: the same contract behind a modelled mutex.
 #[cfg(tollgate_loom)]
-pub(crate) struct Swap<T: Words>(Mutex<(T, u64)>);
+pub(crate) struct Replaceable<T: Words>(Mutex<(T, u64)>);
 
 #[cfg(tollgate_loom)]
-impl<T: Words> Swap<T> {
+impl<T: Words> Replaceable<T> {
     pub(crate) fn new(v: T) -> Self {
-        Swap(Mutex::new((v, 0)))
+        Replaceable(Mutex::new((v, 0)))
     }
 
     pub(crate) fn load(&self) -> T {
@@ -427,7 +469,7 @@ impl<T: Words> Swap<T> {
 }
 
 #[cfg(tollgate_loom)]
-impl<T: Words + std::fmt::Debug> std::fmt::Debug for Swap<T> {
+impl<T: Words + std::fmt::Debug> std::fmt::Debug for Replaceable<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.load().fmt(f)
     }

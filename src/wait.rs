@@ -1,12 +1,15 @@
 //! Waiting for capacity: built on reservations, never on a re-check loop.
 //!
-//! A waiter books its place first (one [`reserve`](crate::RateLimiter::reserve)), then
+//! A waiter books its place first (one [`reserve`](crate::limiter::RateLimiter::reserve)), then
 //! sleeps exactly the booked wait: waiters are served in the order they booked, none
 //! can lose a race to a later one, and nobody polls. A future dropped before its
 //! reservation is due cancels the reservation (giving back what no later booking
 //! depends on).
 
-use crate::{Clock, KeyedRateLimiter, RateLimiter, Reservation, ReserveError};
+use crate::{
+    clock::Clock, keyed::KeyedRateLimiter, limiter::RateLimiter, reservation::Reservation,
+    reservation::ReserveError,
+};
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -72,8 +75,8 @@ impl<C: Clock> RateLimiter<C> {
     /// # Errors
     ///
     /// Only what [`reserve`](Self::reserve) returns for a cost of 1 with no bound on
-    /// the wait: [`ReserveError::TooLong`](crate::ReserveError::TooLong) when the wait
-    /// would exceed [`Reservation::MAX_WAIT`](crate::Reservation::MAX_WAIT) (about 36
+    /// the wait: [`ReserveError::TooLong`](crate::reservation::ReserveError::TooLong) when the wait
+    /// would exceed [`Reservation::MAX_WAIT`](crate::reservation::Reservation::MAX_WAIT) (about 36
     /// years: only a quota slower than one request per 36 years can get there).
     ///
     /// # Example
@@ -196,7 +199,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// # Errors
     ///
     /// [`ReserveError::Refused`] when the table is full under
-    /// [`OnFull::Deny`](crate::OnFull::Deny).
+    /// [`OnFull::Deny`](crate::table::claim::OnFull::Deny).
     ///
     /// # Example
     ///
@@ -223,7 +226,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     ///
     /// [`ReserveError::InsufficientCapacity`] when `n` can never fit;
     /// [`ReserveError::Refused`] when the table is full under
-    /// [`OnFull::Deny`](crate::OnFull::Deny).
+    /// [`OnFull::Deny`](crate::table::claim::OnFull::Deny).
     ///
     /// # Example
     ///

@@ -217,8 +217,8 @@ fn window_quotas() -> Vec<Quota> {
         quota(3, 999, None),
         quota(7, 1_009, None),
         quota(10, 1_000_000_000, None),
-        quota(64, 7_919, None),
-        quota(10, 65, None), // a period of a few ns per request (65 ns: the SlidingWindow minimum)
+        quota(64, 8_209, None),
+        quota(10, 129, None), // a period of a few ns per request (129 ns: the SlidingWindow minimum)
     ]
 }
 
@@ -226,14 +226,16 @@ fn window_quotas() -> Vec<Quota> {
 fn large_window_quotas(algorithm: Algorithm) -> Vec<Quota> {
     let mut qs = vec![quota(1_000, 999_983, None), quota(997, 1_000_000_000, None)];
     match algorithm {
-        // The largest limit, at a period just above its layout minimum (2^30 + 1 ns).
+        // The largest limit, at a period just above its layout minimum (2^31 + 1 ns).
         Algorithm::FixedWindow => {
-            qs.push(quota(u32::MAX, (1 << 30) + 1, None));
-            // Windows have no emission interval: 2 requests per ns are representable.
-            qs.push(quota(10, 5, None));
+            qs.push(quota(u32::MAX, (1 << 31) + 1, None));
+            // Windows have no emission interval: more than a request per ns is
+            // representable (15 needs 4 count bits, the mark one more: 2^3 + 1 ns).
+            qs.push(quota(15, 9, None));
         }
-        // 2^20 needs 21-bit counts, leaving 22 index bits: at least 2^40 + 1 ns.
-        Algorithm::SlidingWindow => qs.push(quota(1 << 20, (1 << 40) + 1, None)),
+        // 2^20 needs 21-bit counts, the mark one bit more, leaving 21 index bits: at
+        // least 2^41 + 1 ns.
+        Algorithm::SlidingWindow => qs.push(quota(1 << 20, (1 << 41) + 1, None)),
         _ => {}
     }
     qs

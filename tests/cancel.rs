@@ -295,9 +295,10 @@ fn log_bookings_for_one_time_are_given_back_last_first() {
 /// reading's are given back last first, as the log's bookings for a later time are
 /// (README: "likewise a window booking for a window later than its reading's, once
 /// anything was booked after it into that window ... such bookings cancelled last first
-/// give everything back"). Cancelled out of order, the first gives nothing and keeps its
-/// count (before the fix it gave its count back while the last one's cancel restored the
-/// state with it in, or left the key held until a window that counted nothing).
+/// give everything back"). Cancelled out of order, each gives its count back (issue 37)
+/// and the rest of the window the first moved from stays given up (before issue 27's
+/// fix the last one's cancel restored the state with the first one's count in, or left
+/// the key held until a window that counted nothing).
 #[test]
 fn later_window_bookings_are_given_back_last_first() {
     for algorithm in [Algorithm::FixedWindow, Algorithm::SlidingWindow] {
@@ -319,15 +320,17 @@ fn later_window_bookings_are_given_back_last_first() {
             } else {
                 a.cancel();
                 b.cancel();
-                // `a` kept its booking: the key is held until its window, which counts it.
+                // Both counts given back (issue 37), and the rest of window 0, which
+                // `a` gave up, stays given up: the key is held until window 1.
                 assert!(!l.check().is_allowed(), "{algorithm:?} out of order");
-                clock.advance(Duration::from_secs(1));
+                clock.advance(Duration::from_millis(1_500));
                 let p = l.peek_n(1).unwrap();
                 let left = match algorithm {
-                    // 2 of 4 counted in window 1, then the peeked request.
-                    Algorithm::FixedWindow => 1,
-                    // 2 in window 1, and window 0's 3 weigh it all at its start.
-                    _ => 0,
+                    // Nothing counted in window 1, then the peeked request.
+                    Algorithm::FixedWindow => 3,
+                    // Nothing counted in window 1, window 0's 3 weigh half of it: 2.5
+                    // fit, less the peeked request (before issue 37, `a` kept its 2).
+                    _ => 1,
                 };
                 assert_eq!(p.remaining(), left, "{algorithm:?} out of order: {p:?}");
             }
@@ -407,4 +410,89 @@ fn a_booking_gives_nothing_back_after_its_state_was_converted_there_and_back() {
         !k.check(&1).is_allowed(),
         "a keyed cancel gave back after the conversion"
     );
+}
+
+/// Issue 37 item 5: a fixed window's count is a sum, so a booking cancelled while its
+/// window's state still stands gives its count back whatever the order. FixedWindow 4
+/// per 100 ms: seven reservations of 1 (the last three wait for window 1); the sixth
+/// cancelled gives back its place, so the next two reservations take window 1's last
+/// two and the one after waits for window 2 (before the fix the sixth's cancel gave
+/// nothing and the second waited for window 2). On a single limiter and a keyed one.
+#[test]
+fn a_fixed_window_booking_cancelled_out_of_order_gives_back_its_count() {
+    let q = Quota::new(4, Duration::from_millis(100));
+    let clock = ManualClock::new();
+    let one = limiter(Algorithm::FixedWindow, q, &clock);
+    let keyed = KeyedRateLimiter::<u64, _>::builder(Algorithm::FixedWindow, q)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    clock.set(Duration::from_millis(10));
+    let max = Duration::from_secs(1);
+    let window_1 = Duration::from_millis(90);
+    let window_2 = Duration::from_millis(190);
+    let mut singles: Vec<_> = (0..7).map(|_| one.reserve(1, max).unwrap()).collect();
+    let mut keys: Vec<_> = (0..7).map(|_| keyed.reserve(&1, 1, max).unwrap()).collect();
+    for (i, (s, k)) in singles.iter().zip(&keys).enumerate() {
+        let want = if i < 4 { Duration::ZERO } else { window_1 };
+        assert_eq!(
+            (s.wait_time(), k.wait_time()),
+            (want, want),
+            "reservation {i}"
+        );
+    }
+    singles.remove(5).cancel();
+    keys.remove(5).cancel();
+    for _ in 0..2 {
+        assert_eq!(one.reserve(1, max).unwrap().wait_time(), window_1);
+        assert_eq!(keyed.reserve(&1, 1, max).unwrap().wait_time(), window_1);
+    }
+    assert_eq!(one.reserve(1, max).unwrap().wait_time(), window_2);
+    assert_eq!(keyed.reserve(&1, 1, max).unwrap().wait_time(), window_2);
+}
+
+/// Item 5's remaining order: the booking that moved the state into a later window
+/// restores the window it moved from only when cancelled last (the state exactly as it
+/// left it); cancelled before the others it gives back its count, and the rest of that
+/// window stays given up, also once the others are cancelled too (the key is then never
+/// held until a window that counts nothing, nor admitted into it from the earlier one).
+#[test]
+fn a_fixed_window_move_is_undone_only_last_first() {
+    let q = Quota::new(4, Duration::from_millis(100));
+    for order in ["mover last", "mover first"] {
+        let clock = ManualClock::new();
+        let l = limiter(Algorithm::FixedWindow, q, &clock);
+        clock.set(Duration::from_millis(10));
+        assert!(l.check_n(2).unwrap().is_allowed());
+        let mover = l.reserve(3, Duration::from_secs(1)).unwrap();
+        let joined = l.reserve(1, Duration::from_secs(1)).unwrap();
+        assert_eq!(mover.wait_time(), Duration::from_millis(90), "{order}");
+        assert_eq!(joined.wait_time(), Duration::from_millis(90), "{order}");
+        if order == "mover last" {
+            joined.cancel();
+            mover.cancel();
+            // Window 0 as it was: 2 of 4 used.
+            assert_eq!(l.check_n(0).unwrap().remaining(), 2, "{order}");
+            assert!(l.check_n(2).unwrap().is_allowed(), "{order}");
+        } else {
+            mover.cancel();
+            // The joined booking still stands in window 1: nothing before it.
+            let d = l.check();
+            assert!(!d.is_allowed(), "{order}: {d:?}");
+            assert_eq!(d.retry_after(), Some(Duration::from_millis(90)));
+            // Window 1 counts only the joined booking now: 3 more fit there.
+            let r = l.reserve(3, Duration::from_secs(1)).unwrap();
+            assert_eq!(r.wait_time(), Duration::from_millis(90), "{order}");
+            r.cancel();
+            joined.cancel();
+            // Window 1 counts nothing; window 0's rest stays given up.
+            let d = l.check();
+            assert!(!d.is_allowed(), "{order}: {d:?}");
+            assert_eq!(d.retry_after(), Some(Duration::from_millis(90)));
+            assert_eq!(d.reset_after(), Duration::from_millis(90));
+            clock.set(Duration::from_millis(100));
+            assert_eq!(l.check_n(0).unwrap().remaining(), 4, "{order}");
+            assert!(l.check_n(4).unwrap().is_allowed(), "{order}");
+        }
+    }
 }

@@ -656,3 +656,65 @@ fn a_stale_log_charge_is_no_booking() {
     assert!(d.is_allowed(), "{d:?}");
     assert_eq!(d.remaining(), 1);
 }
+
+/// Issue 37 item 2: a bucket's debt past 2^32 requests. `Charge::owed`: "How many
+/// requests the key owes past its quota after the charge (0 when it fit)"; it saturates
+/// at `u32::MAX`, and `fit()` is true only when nothing is owed. 8 per second, burst 4:
+/// two charges of `u32::MAX` owing at most `u32::MAX` leave `u32::MAX` owed; a burst of 3
+/// then puts the key `2^32` past its quota (it wrapped to 0, and after a backward clock
+/// step to 3). On one limiter, a keyed table, and a tier of one.
+#[test]
+fn a_debt_past_2_32_requests_saturates_owed() {
+    fn check(what: &str, c: Charge<'_>, d: Decision) {
+        assert_eq!(c.owed(), u32::MAX, "{what}: {c:?}");
+        assert!(!c.fit(), "{what}: {c:?}");
+        assert!(!c.decision().is_allowed(), "{what}: {c:?}");
+        // 2^32 + 1 requests of 125 ms: the wait the debt stands for.
+        assert!(
+            d.retry_after() > Some(Duration::from_secs(536_870_000)),
+            "{what}: {d:?}"
+        );
+    }
+    let q = |burst| Quota::per_second(8).with_burst(burst);
+    for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        for back in [false, true] {
+            let what = format!("{a:?}, clock stepped back: {back}");
+            let clock = ManualClock::new();
+            clock.advance(Duration::from_secs(10));
+            let one = RateLimiter::builder(a, q(4))
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let keyed = KeyedRateLimiter::<u64, _>::builder(a, q(4))
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let tiered = KeyedRateLimiter::<u64, _>::builder(a, Quota::per_second(2))
+                .tiers([q(4)])
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let tier = tiered.tier(1).unwrap();
+            for _ in 0..2 {
+                let _ = one.charge_owing(u32::MAX, u32::MAX);
+                let _ = keyed.charge_owing(&7, u32::MAX, u32::MAX);
+                let _ = tier.charge_owing(&7, u32::MAX, u32::MAX);
+            }
+            one.set_quota(q(3)).unwrap();
+            keyed.set_quota(q(3)).unwrap();
+            tier.set_quota(q(3)).unwrap();
+            if back {
+                clock.set(Duration::from_secs(9));
+            }
+            check(&format!("{what}: one"), one.charge(0), one.peek());
+            check(
+                &format!("{what}: keyed"),
+                keyed.charge(&7, 0),
+                keyed.peek(&7),
+            );
+            check(&format!("{what}: tier"), tier.charge(&7, 0), tier.peek(&7));
+            let c = one.charge(1);
+            assert_eq!((c.taken(), c.owed()), (0, u32::MAX), "{what}: {c:?}");
+        }
+    }
+}

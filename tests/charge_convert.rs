@@ -135,3 +135,93 @@ fn a_keyed_charge_gives_nothing_back_after_another_tier_wrote_the_key_and_back()
     assert_eq!(left_after_early_give_back(true), 0);
     assert_eq!(left_after_early_give_back(false), 1);
 }
+
+/// Issue 37 item 6: a `set_quota` that changes the rate ends the give-backs of every
+/// charge and the cancels of every reservation made at the rate it replaced, with no
+/// request in between, alike on a `RateLimiter`, a `KeyedRateLimiter` and a tier; a
+/// keyed table's `set_quota` converts at once only the keys written at a rate no tier
+/// uses after it. README (Token budgets): "nor after a bucket's conversion to another
+/// rate: by a `set_quota` that changes its interval (a keyed table's converts at once
+/// every key written at a rate that no tier uses after it) ...". 10 per second, burst 5:
+/// 3 charged (or reserved), then 20 per second: the debt is 3 of 10 per second, 150 ms
+/// at 20, and 2 remain whether or not the charge is given back.
+#[test]
+fn a_set_quota_that_changes_the_rate_ends_give_backs_and_cancels_at_once() {
+    let q = |n| Quota::per_second(n).with_burst(5);
+    for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        for cancel in [false, true] {
+            let what = format!("{a:?}, cancel: {cancel}");
+            let clock = ManualClock::new();
+            let one = RateLimiter::builder(a, q(10))
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            if cancel {
+                let r = one.reserve(3, Duration::ZERO).unwrap();
+                one.set_quota(q(20)).unwrap();
+                r.cancel();
+            } else {
+                let mut c = one.charge(3);
+                one.set_quota(q(20)).unwrap();
+                c.give_back(3);
+            }
+            assert_eq!(one.peek_n(0).unwrap().remaining(), 2, "{what}: one");
+
+            let keyed = KeyedRateLimiter::<u64, _>::builder(a, q(10))
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            if cancel {
+                let r = keyed.reserve(&7, 3, Duration::ZERO).unwrap();
+                keyed.set_quota(q(20)).unwrap();
+                r.cancel();
+            } else {
+                let mut c = keyed.charge(&7, 3);
+                keyed.set_quota(q(20)).unwrap();
+                c.give_back(3);
+            }
+            assert_eq!(keyed.peek_n(&7, 0).unwrap().remaining(), 2, "{what}: keyed");
+
+            // Tier 1 at its own rate: its keys are converted at once.
+            let tiers = KeyedRateLimiter::<u64, _>::builder(a, q(50))
+                .tiers([q(10)])
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let t1 = tiers.tier(1).unwrap();
+            if cancel {
+                let r = t1.reserve(&7, 3, Duration::ZERO).unwrap();
+                t1.set_quota(q(20)).unwrap();
+                r.cancel();
+            } else {
+                let mut c = t1.charge(&7, 3);
+                t1.set_quota(q(20)).unwrap();
+                c.give_back(3);
+            }
+            assert_eq!(t1.peek_n(&7, 0).unwrap().remaining(), 2, "{what}: tier");
+
+            // Tier 1 at tier 0's rate: its change converts no key (tier 0 still uses
+            // the rate), so the give-back or cancel gives all 3 back.
+            let shared = KeyedRateLimiter::<u64, _>::builder(a, q(10))
+                .tiers([q(10)])
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let t1 = shared.tier(1).unwrap();
+            if cancel {
+                let r = t1.reserve(&7, 3, Duration::ZERO).unwrap();
+                t1.set_quota(q(20)).unwrap();
+                r.cancel();
+            } else {
+                let mut c = t1.charge(&7, 3);
+                t1.set_quota(q(20)).unwrap();
+                c.give_back(3);
+            }
+            assert_eq!(
+                t1.peek_n(&7, 0).unwrap().remaining(),
+                5,
+                "{what}: shared tier"
+            );
+        }
+    }
+}

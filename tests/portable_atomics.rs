@@ -1,12 +1,13 @@
 //! The keyed table decides alike with and without its inline 16-byte atomics.
 //!
-//! On x86-64 CPUs with `cmpxchg16b` and AVX the table's hit path uses inline assembly
+//! On x86-64 CPUs with `cmpxchg16b` the table's hit path uses inline assembly
 //! (`src/machine/`); elsewhere every decision takes the slow path through
 //! portable-atomic. Which one runs is chosen once per process, so this test runs the
 //! same deterministic workload (every verb, every algorithm, a full table under each
 //! `OnFull`) in three child processes of its own binary, under `TOLLGATE_ATOMICS` unset,
-//! `cmpxchg16b` (the load without AVX) and `portable`, and compares every decision they
-//! printed.
+//! `cmpxchg16b` (the load by `lock cmpxchg16b` where `vmovdqa` would run) and `portable`,
+//! and compares every decision they printed. `scripts/test targets` runs it again with
+//! portable-atomic built lock-based (`--cfg portable_atomic_no_outline_atomics`).
 
 use std::process::Command;
 use std::time::Duration;

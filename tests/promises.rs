@@ -421,6 +421,224 @@ fn a_queued_denial_reports_the_states_reset_time() {
     assert_eq!(d.reset_after(), now.reset_after(), "{d:?} vs {now:?}");
 }
 
+/// Issue 37 item 1: a fixed window's state that a newer reading wrote (nothing booked)
+/// decides an older reading at the state's time, in its window with its count: the
+/// clock stepped back into window 0 after a request in window 1 leaves 4 of 5, and a
+/// check is admitted (counted in window 1), on a single limiter, a keyed one and a
+/// tier. Waits stay measured from the reading.
+#[test]
+fn a_fixed_window_read_behind_an_unbooked_state_decides_at_the_states_time() {
+    let q = Quota::new(5, Duration::from_millis(100));
+    let clock = ManualClock::new();
+    let one = RateLimiter::builder(Algorithm::FixedWindow, q)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let keyed = keyed(Algorithm::FixedWindow, q, &clock);
+    let tiered = KeyedRateLimiter::<u64, _>::builder(
+        Algorithm::FixedWindow,
+        Quota::new(50, Duration::from_millis(100)),
+    )
+    .tiers([q])
+    .clock(clock.clone())
+    .build()
+    .unwrap();
+    let tier = tiered.tier(1).unwrap();
+    clock.set(Duration::from_millis(150));
+    assert!(one.check().is_allowed());
+    assert!(keyed.check(&1).is_allowed());
+    assert!(tier.check_n(&1, 1).unwrap().is_allowed());
+    clock.set(Duration::from_millis(50));
+    let peeks = [
+        one.check_n(0).unwrap(),
+        keyed.check_n(&1, 0).unwrap(),
+        tier.check_n(&1, 0).unwrap(),
+    ];
+    for (who, d) in ["single", "keyed", "tier"].iter().zip(peeks) {
+        assert!(d.is_allowed(), "{who}: {d:?}");
+        assert_eq!(d.remaining(), 4, "{who}: {d:?}");
+        // Window 1 ends 150 ms after the reading.
+        assert_eq!(d.reset_after(), Duration::from_millis(150), "{who}: {d:?}");
+    }
+    let checks = [one.check(), keyed.check(&1), tier.check_n(&1, 1).unwrap()];
+    for (who, d) in ["single", "keyed", "tier"].iter().zip(checks) {
+        assert!(d.is_allowed(), "{who}: {d:?}");
+        assert_eq!(d.remaining(), 3, "{who}: {d:?}");
+    }
+    // Counted in window 1: three more fit, then a denial whose wait is measured from
+    // the reading to window 1's end.
+    assert!(one.check_n(3).unwrap().is_allowed());
+    let d = one.check();
+    assert!(!d.is_allowed(), "{d:?}");
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(150)));
+    // A reservation read behind the state books at the state's time: no wait.
+    assert_eq!(
+        keyed.reserve(&1, 2, Duration::ZERO).unwrap().wait_time(),
+        Duration::ZERO
+    );
+    // Window 2 starts fresh at its own reading.
+    clock.set(Duration::from_millis(200));
+    assert_eq!(one.check_n(0).unwrap().remaining(), 5);
+}
+
+/// Item 1's other half: a reading behind a state that a reservation moved into a later
+/// window still queues behind the booking (nothing overtakes it), with the clock
+/// stepped back or not.
+#[test]
+fn a_fixed_window_read_behind_a_booking_still_queues() {
+    let q = Quota::new(5, Duration::from_millis(100));
+    let clock = ManualClock::new();
+    let one = RateLimiter::builder(Algorithm::FixedWindow, q)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let keyed = keyed(Algorithm::FixedWindow, q, &clock);
+    clock.set(Duration::from_millis(20));
+    assert!(one.check_n(4).unwrap().is_allowed());
+    assert!(keyed.check_n(&1, 4).unwrap().is_allowed());
+    let r = one.reserve(2, Duration::from_secs(1)).unwrap();
+    let s = keyed.reserve(&1, 2, Duration::from_secs(1)).unwrap();
+    assert_eq!(r.wait_time(), Duration::from_millis(80));
+    assert_eq!(s.wait_time(), Duration::from_millis(80));
+    for at in [30, 10] {
+        clock.set(Duration::from_millis(at));
+        for (who, d) in [("single", one.check()), ("keyed", keyed.check(&1))] {
+            assert!(!d.is_allowed(), "{who} at {at} ms: {d:?}");
+            assert_eq!(
+                d.retry_after(),
+                Some(Duration::from_millis(100 - at)),
+                "{who} at {at} ms"
+            );
+        }
+        assert_eq!(one.check_n(0).unwrap().remaining(), 0);
+        assert_eq!(keyed.check_n(&1, 0).unwrap().remaining(), 0);
+    }
+    // Once a reading in the booked window writes the state, readings behind it are
+    // decided at its time again.
+    clock.set(Duration::from_millis(110));
+    assert!(one.check().is_allowed());
+    clock.set(Duration::from_millis(90));
+    let d = one.check_n(0).unwrap();
+    assert_eq!(d.remaining(), 2, "{d:?}");
+}
+
+/// Issue 37 item 1 for the sliding window: a state that a newer reading wrote (nothing
+/// booked) decides an older reading at the state's time, the start of its window, where
+/// the previous window weighs the most: 2 in window 0 and 1 in window 1 leave 2 of 5
+/// when the clock steps back into window 0 (not 0, as a pending booking would), and
+/// checks are admitted into window 1, on a single limiter, a keyed one and a tier. Waits
+/// stay measured from the reading.
+#[test]
+fn a_sliding_window_read_behind_an_unbooked_state_decides_at_the_states_time() {
+    let q = Quota::new(5, Duration::from_millis(100));
+    let clock = ManualClock::new();
+    let one = RateLimiter::builder(Algorithm::SlidingWindow, q)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let keyed = keyed(Algorithm::SlidingWindow, q, &clock);
+    let tiered = KeyedRateLimiter::<u64, _>::builder(
+        Algorithm::SlidingWindow,
+        Quota::new(50, Duration::from_millis(100)),
+    )
+    .tiers([q])
+    .clock(clock.clone())
+    .build()
+    .unwrap();
+    let tier = tiered.tier(1).unwrap();
+    clock.set(Duration::from_millis(50));
+    assert!(one.check_n(2).unwrap().is_allowed());
+    assert!(keyed.check_n(&1, 2).unwrap().is_allowed());
+    assert!(tier.check_n(&1, 2).unwrap().is_allowed());
+    clock.set(Duration::from_millis(150));
+    assert!(one.check().is_allowed());
+    assert!(keyed.check(&1).is_allowed());
+    assert!(tier.check_n(&1, 1).unwrap().is_allowed());
+    clock.set(Duration::from_millis(50));
+    let peeks = [
+        one.check_n(0).unwrap(),
+        keyed.check_n(&1, 0).unwrap(),
+        tier.check_n(&1, 0).unwrap(),
+    ];
+    for (who, d) in ["single", "keyed", "tier"].iter().zip(peeks) {
+        assert!(d.is_allowed(), "{who}: {d:?}");
+        // At 100 ms: 2 weigh in full, 1 counts, 2 are left.
+        assert_eq!(d.remaining(), 2, "{who}: {d:?}");
+        // Window 1's count weighs until window 2 ends, 250 ms after the reading.
+        assert_eq!(d.reset_after(), Duration::from_millis(250), "{who}: {d:?}");
+    }
+    let checks = [one.check(), keyed.check(&1), tier.check_n(&1, 1).unwrap()];
+    for (who, d) in ["single", "keyed", "tier"].iter().zip(checks) {
+        assert!(d.is_allowed(), "{who}: {d:?}");
+        assert_eq!(d.remaining(), 1, "{who}: {d:?}");
+    }
+    // A reservation read behind the state books at the state's time: no wait.
+    assert_eq!(
+        keyed.reserve(&1, 1, Duration::ZERO).unwrap().wait_time(),
+        Duration::ZERO
+    );
+    // Counted in window 1: one more fits, then a denial whose wait is measured from the
+    // reading: at 150 ms window 0's 2 weigh half, and a fourth request of window 1 fits.
+    assert!(one.check().is_allowed());
+    let d = one.check();
+    assert!(!d.is_allowed(), "{d:?}");
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(100)));
+    // Window 3 starts fresh at its own reading.
+    clock.set(Duration::from_millis(300));
+    assert_eq!(one.check_n(0).unwrap().remaining(), 5);
+}
+
+/// The sliding window's other half: a reading behind a state that a reservation moved
+/// into a later window still queues behind the booking (nothing overtakes it), with the
+/// clock stepped back or not; once a later reading wrote the state, an older one is
+/// decided at its time again.
+#[test]
+fn a_sliding_window_read_behind_a_booking_still_queues() {
+    let q = Quota::new(10, Duration::from_millis(100));
+    let clock = ManualClock::new();
+    let one = RateLimiter::builder(Algorithm::SlidingWindow, q)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let keyed = keyed(Algorithm::SlidingWindow, q, &clock);
+    clock.set(Duration::from_millis(20));
+    assert!(one.check_n(4).unwrap().is_allowed());
+    assert!(keyed.check_n(&1, 4).unwrap().is_allowed());
+    // 7 do not fit beside 4 in window 0: booked at 125 ms, where 4·75/100 + 7 = 10.
+    let r = one.reserve(7, Duration::from_secs(1)).unwrap();
+    let s = keyed.reserve(&1, 7, Duration::from_secs(1)).unwrap();
+    assert_eq!(r.wait_time(), Duration::from_millis(105));
+    assert_eq!(s.wait_time(), Duration::from_millis(105));
+    for at in [30, 10] {
+        clock.set(Duration::from_millis(at));
+        for (who, d) in [("single", one.check()), ("keyed", keyed.check(&1))] {
+            assert!(!d.is_allowed(), "{who} at {at} ms: {d:?}");
+            // Window 1 starts, then 4·50/100 + 8 = 10 at 150 ms.
+            assert_eq!(
+                d.retry_after(),
+                Some(Duration::from_millis(150 - at)),
+                "{who} at {at} ms"
+            );
+        }
+        assert_eq!(one.check_n(0).unwrap().remaining(), 0);
+        assert_eq!(keyed.check_n(&1, 0).unwrap().remaining(), 0);
+    }
+    // A reading in window 2 writes the state (7 of window 1 weigh, 1 counts): readings
+    // behind it are decided at its time again, its window's start.
+    clock.set(Duration::from_millis(210));
+    assert!(one.check().is_allowed());
+    assert!(keyed.check(&1).is_allowed());
+    clock.set(Duration::from_millis(190));
+    for (who, d) in [
+        ("single", one.check_n(0).unwrap()),
+        ("keyed", keyed.check_n(&1, 0).unwrap()),
+    ] {
+        assert!(d.is_allowed(), "{who}: {d:?}");
+        assert_eq!(d.remaining(), 2, "{who}: {d:?}");
+    }
+    assert!(one.check().is_allowed());
+}
+
 // ---------------------------------------------------------------------------------
 // Clocks for the schedules above.
 

@@ -355,3 +355,84 @@ fn keyed_deciders_racing_more_rates_than_classes_never_exceed_the_largest() {
         assert!(n <= 60, "round {round}: {n} admitted");
     }
 }
+
+/// Issue 37 item 4. README (Run-time quotas): "a converted debt ends at the clock's
+/// horizon at the latest (2^62 ns after its zero, about 146 years)". 1,000 per second,
+/// burst 10, all 10 used at `c`; converted to 1 per 100 years, the key is whole again
+/// at the horizon: `reset_after` is `2^62 ns − c` (it was nearly twice that at `c = 0`,
+/// the cap being the engine's largest state); converted back to 1,000 per second, what is left of that,
+/// `⌈(2^62 − c)·1 ms / 100 years⌉` (1.46 ms at `c = 0`, where 2.83 ms were left: 7
+/// remained), is used. On one limiter, a keyed table, and a keyed table whose two tiers
+/// are the two rates.
+#[test]
+fn a_debt_converted_past_the_horizon_ends_there() {
+    const HORIZON: u64 = 1 << 62;
+    let fast = Quota::per_second(1_000).with_burst(10);
+    let slow = Quota::new(1, Duration::from_secs(100 * 365 * 86_400));
+    let t_slow = 100 * 365 * 86_400 * 1_000_000_000u128;
+    for c in [0, 1_000_000_000, 1 << 61] {
+        // The debt back at 1 ms a request, ns, and what it leaves of the burst.
+        let owed = (u128::from(HORIZON - c) * 1_000_000).div_ceil(t_slow);
+        let left = ((10_000_000 - owed) / 1_000_000) as u32;
+        assert_eq!((c, left), (c, if c < 1 << 61 { 8 } else { 9 }));
+        for a in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+            let what = format!("{a:?} at {c} ns");
+            let clock = ManualClock::new();
+            clock.set(Duration::from_nanos(c));
+            let one = RateLimiter::builder(a, fast)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            assert!(one.check_n(10).unwrap().is_allowed());
+            one.set_quota(slow).unwrap();
+            let d = one.peek_n(0).unwrap();
+            assert_eq!(
+                d.reset_after(),
+                Duration::from_nanos(HORIZON - c),
+                "{what}: one"
+            );
+            one.set_quota(fast).unwrap();
+            assert_eq!(
+                one.peek_n(0).unwrap().remaining(),
+                left,
+                "{what}: one, back"
+            );
+
+            let keyed = KeyedRateLimiter::<u64, _>::builder(a, fast)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            assert!(keyed.check_n(&7, 10).unwrap().is_allowed());
+            keyed.set_quota(slow).unwrap();
+            let d = keyed.peek_n(&7, 0).unwrap();
+            assert_eq!(
+                d.reset_after(),
+                Duration::from_nanos(HORIZON - c),
+                "{what}: keyed"
+            );
+            keyed.set_quota(fast).unwrap();
+            let got = keyed.peek_n(&7, 0).unwrap().remaining();
+            assert_eq!(got, left, "{what}: keyed, back");
+
+            let tiers = KeyedRateLimiter::<u64, _>::builder(a, fast)
+                .tiers([slow])
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let (f, s) = (tiers.tier(0).unwrap(), tiers.tier(1).unwrap());
+            assert!(f.check_n(&7, 10).unwrap().is_allowed());
+            let _ = s.check(&7); // denied: it writes the key at the slow rate
+            let d = s.peek_n(&7, 0).unwrap();
+            assert_eq!(
+                d.reset_after(),
+                Duration::from_nanos(HORIZON - c),
+                "{what}: tier"
+            );
+            assert_eq!(
+                f.peek_n(&7, 0).unwrap().remaining(),
+                left,
+                "{what}: tier, back"
+            );
+        }
+    }
+}

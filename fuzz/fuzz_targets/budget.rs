@@ -1,6 +1,6 @@
 //! Token budgets on every algorithm, one `RateLimiter` or a small keyed table with a
 //! second tier, on a `ManualClock`: charge, charge_owing, `Charge::give_back`, the
-//! stateless give_back, check_n, peek, set_quota, reset/remove, against the README's
+//! stateless give_back, check_n, peek, set_quota, reset/remove, against the guide's
 //! model (`tollgate_fuzz::model::budget`).
 #![no_main]
 
@@ -286,17 +286,22 @@ impl<'l> Run<'l> {
         let t = self.t;
         let (k, tier) = self.key(key);
         let p = self.tiers[tier];
-        let mut n = u32::from(n) % (3 * p.cap() + 3);
-        // A bound byte from 0xF0 asks for a debt past 2^32 requests: `max_owed` near
-        // `u32::MAX`, and from 0xF8 on a bucket a cost near it too (repeated, it reaches
-        // what a u32 cannot count).
-        let bound = max_owed.map(|m| match m {
-            0xF8.. if self.algo.is_bucket() => {
-                n = u32::MAX - u32::from(n);
-                u32::MAX
+        // Buckets: a bound byte from 240 up asks for a bound near `u32::MAX` (and a cost
+        // byte from 128 up, a cost near it), so that such charges repeated, a smaller
+        // burst (`set_quota`, the other tier) or a slower rate reach debts past 2^32
+        // requests (issue 37). The windows' counts stay within their fields.
+        let huge = self.algo.is_bucket() && max_owed.is_some_and(|m| m >= 240);
+        let n = if huge && n >= 128 {
+            u32::MAX - u32::from(n & 7)
+        } else {
+            u32::from(n) % (3 * p.cap() + 3)
+        };
+        let bound = max_owed.map(|m| {
+            if huge {
+                u32::MAX - u32::from(255 - m)
+            } else {
+                u32::from(m) % (2 * p.cap() + 2)
             }
-            0xF0.. => u32::MAX - u32::from(m & 0xF),
-            _ => u32::from(m) % (2 * p.cap() + 2),
         });
         let c = self.u.charge(k, tier, n, bound);
         self.trace.push(format!(

@@ -12,7 +12,7 @@ use tollgate::{Clock, ManualClock, Quota, RateLimiter, Reservation, ReserveError
 use tollgate_fuzz::check::{self, decision, promise, Trace};
 use tollgate_fuzz::model::{Algo, Lim, Params, Reserved, HORIZON};
 
-const BOUNDS: &str = "README (Bounds): \"`build()` refuses with a `ConfigError` naming the bound: zero limit, period or burst; a burst on a window algorithm; a bucket rate of more than one request per nanosecond (its emission interval would round to zero; the windows and the log count a limit per period, which takes any rate their layouts below hold); `burst·T` or the period beyond 146 years; window quotas whose counts and full window index do not fit one word (... the period must exceed `2^(c−2)` ns, respectively `2^(2c−2)` ns ...); a `SlidingLog` limit above 65,536.\"";
+const BOUNDS: &str = "guide::promises (zero): \"A zero limit, period or burst is refused\"; (window-burst): \"A burst on a window algorithm is refused\"; (bucket-rate): \"A bucket rate of more than one request per nanosecond is refused\"; (span): \"`burst·T` or the period beyond 146 years is refused\"; (window-layout): \"the period must exceed `2^(c−1)` ns for `FixedWindow`, respectively `2^(2c−1)` ns for `SlidingWindow`\"; (log-limit): \"`SlidingLog` limit above 65,536 is refused\"";
 
 #[derive(Arbitrary, Debug)]
 enum Num {
@@ -78,11 +78,11 @@ fn refused(algo: Algo, limit: u64, period: u64, burst: Option<u64>) -> Option<&'
         return Some("`burst·T` or the period beyond 146 years");
     }
     let c = 64 - limit.leading_zeros();
-    let p4 = u128::from(period) * 4;
+    let p2 = u128::from(period) * 2;
     match algo {
-        Algo::Fixed if p4 <= 1u128 << c => Some("FixedWindow: the period must exceed 2^(c−2) ns"),
-        Algo::Sliding if p4 <= 1u128 << (2 * c) => {
-            Some("SlidingWindow: the period must exceed 2^(2c−2) ns")
+        Algo::Fixed if p2 <= 1u128 << c => Some("FixedWindow: the period must exceed 2^(c−1) ns"),
+        Algo::Sliding if p2 <= 1u128 << (2 * c) => {
+            Some("SlidingWindow: the period must exceed 2^(2c−1) ns")
         }
         Algo::Log if limit > 65_536 => Some("a `SlidingLog` limit above 65,536"),
         _ => None,

@@ -1,6 +1,6 @@
 //! A small `KeyedRateLimiter<u64, ManualClock>` (max_keys 1–8, up to three tiers, every
 //! `OnFull`, reset/remove, reserve/cancel, check_all with a spent wall) against the model
-//! of what each key would get from its own limiter, plus the README's full-table rules.
+//! of what each key would get from its own limiter, plus the guide's full-table rules.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -164,7 +164,7 @@ impl<'l> Run<'l> {
         }
     }
 
-    /// Before a request on `key` (a new key when `new`): what the README allows the table
+    /// Before a request on `key` (a new key when `new`): what the guide allows the table
     /// to do, given the fate it reported. Returns whether the request was decided on the
     /// key's own state.
     fn judge(&mut self, key: u64, new: bool, fate: &Fate, legal: &[u64], active: usize) -> bool {
@@ -258,7 +258,7 @@ impl<'l> Run<'l> {
                     legal.contains(&v),
                     table::EVICT,
                     format_args!(
-                        "evicted {}, where the README's choice is among {:?}",
+                        "evicted {}, where the guide's choice is among {:?}",
                         describe(&v),
                         legal.iter().map(describe).collect::<Vec<_>>()
                     ),

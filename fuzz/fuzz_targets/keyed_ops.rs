@@ -87,7 +87,7 @@ impl<'l> Run<'l> {
                     format_args!("tier({i}).set_quota({np:?}) gave {got:?}"),
                     &self.trace,
                 );
-                // README: "a bucket's debt at the change `c` is converted into the new quota's
+                // guide: "a bucket's debt at the change `c` is converted into the new quota's
                 // requests, `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`": every state the retired
                 // rate wrote is converted at the change (a rate another tier still uses stays).
                 let retired = !self
@@ -213,7 +213,7 @@ impl<'l> Run<'l> {
                     ),
                     &self.trace,
                 );
-                promise(d.limit() == p.limit && d.burst() == p.burst, "README: \"A refusal by a full table reports the deciding tier's limit and burst.\"", format_args!("{d:?} under {p:?}"), &self.trace);
+                promise(d.limit() == p.limit && d.burst() == p.burst, "guide::promises (refusal-tier): \"A refusal by a full table reports the deciding tier's limit and burst.\"", format_args!("{d:?} under {p:?}"), &self.trace);
             }
             Fate::Untracked => promise(
                 d.is_allowed(),
@@ -447,7 +447,7 @@ impl<'l> Run<'l> {
                 &self.trace,
             );
         }
-        // README: "Leaky buckets are booked after every other limit": a leaky key
+        // guide: "Leaky buckets are booked after every other limit": a leaky key
         // behind the spent wall (a token bucket) is only peeked, whatever the order.
         let (got, fate, own, _) = if wall_first || self.algo == Algo::Leaky {
             (run(self), Fate::Normal, false, None)

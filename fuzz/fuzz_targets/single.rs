@@ -1,4 +1,4 @@
-//! One `RateLimiter` (every algorithm) on a `ManualClock` against the README's exact model:
+//! One `RateLimiter` (every algorithm) on a `ManualClock` against the guide's exact model:
 //! check, check_n, peek, peek_n, reserve + cancel, set_quota, check_all with a spent wall.
 #![no_main]
 
@@ -327,7 +327,7 @@ impl<'l> Run<'l> {
         self.trace
             .push(format!("t={t} set_quota({np:?}) -> {got:?}"));
         if self.algo == Algo::Log && np.limit > self.built_limit {
-            let quote = "README: \"its rings keep the size they were built with (`ConfigError::LogBeyondRing` above it)\"";
+            let quote = "guide::promises (ring-fixed): \"A sliding log's rings keep the size they were built with (`ConfigError::LogBeyondRing` above it)\"";
             promise(
                 got.is_err(),
                 quote,
@@ -347,7 +347,7 @@ impl<'l> Run<'l> {
             format_args!("set_quota({np:?}) gave {got:?}"),
             &self.trace,
         );
-        // A single limiter converts at the change (README: "a single limiter converts its
+        // A single limiter converts at the change (guide: "a single limiter converts its
         // bucket while deciders wait (one compare-and-swap)").
         self.m.set_quota(t, &self.p, &np);
         self.p = np;

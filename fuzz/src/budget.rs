@@ -1,5 +1,5 @@
 //! The `budget` target's limiter under test (one `RateLimiter`, or keys of a keyed table
-//! under one of its tiers), its quotas and the README sentences it checks.
+//! under one of its tiers), its quotas and the promises it checks.
 
 use crate::model::{Algo, Params};
 use crate::spec::QuotaSpec;
@@ -10,13 +10,13 @@ use tollgate::{Charge, Decision, KeyedRateLimiter, ManualClock, RateLimiter};
 pub const KEYS: usize = 3;
 pub const MAX_KEYS: usize = 16;
 
-pub const CHARGE: &str = "README (Token budgets): \"`charge(n)` takes such a cost after the fact, **never denied**: whatever is left is used up and the key then **owes** the rest ... A debt is bounded: a bucket or a window owes at most one burst past its quota\"";
-pub const BOUND: &str = "README (Token budgets): \"(`charge_owing(n, max_owed)` sets another bound; for the sliding window the bound is on its weighted count, the previous window's weight included, as `owed` is); the part of a cost past the bound is not counted, and `Charge::dropped()` says how much\"";
-pub const REFUND: &str = "README (Token budgets): \"`Charge::give_back(n)` returns part or all of what a charge took (a stream cut short), to the state it was taken from only ... A window's charge gives back while the state is still in the charged window (the sliding window: until something is counted in a later one). A log's charge gives back exactly while it is the log's last write, in parts too (the part past its ring first, which frees nothing)\" (Charge::give_back: \"a bucket only what of the charge it still owes (time pays debts off)\")";
-pub const GIVE_BACK: &str = "README (Token budgets): \"`give_back(n)` on the limiter gives back without a `Charge` (a stateless caller: never below an empty state; it cannot tell its own charge from others')\" (RateLimiter::give_back: \"A window gives back from its counts that still weigh, the current window's first (the sliding window's previous one next); a log from its newest entries, and nothing while every slot of its ring is in the window\")";
+pub const CHARGE: &str = "guide::promises (charge): \"`charge(n)` takes its cost after the fact, **never denied**: whatever is left is used up and the key then **owes** the rest\"; (debt-bound): \"A debt is bounded: a bucket or a window owes at most one burst past its quota\"";
+pub const BOUND: &str = "guide::promises (debt-bound): \"`charge_owing(n, max_owed)` sets another bound; for the sliding window the bound is on its weighted count, the previous window's weight included, as `owed` is\"; (dropped): \"The part of a cost past the bound is not counted, and `Charge::dropped()` says how much\"";
+pub const REFUND: &str = "guide::promises (give-back): \"`Charge::give_back(n)` returns part or all of what a charge took, to the state it was taken from only\"; (give-back-bucket): \"A bucket's charge gives back only what of it the key still owes (time pays debts off)\"; (give-back-window): \"A window's charge gives back while the state is still in the charged window (the sliding window: until something is counted in a later one)\"; (give-back-log): \"A log's charge gives back exactly while it is the log's last write, in parts too (the part past its ring first, which frees nothing)\"";
+pub const GIVE_BACK: &str = "guide::promises (stateless-give-back): \"`give_back(n)` on the limiter gives back without a `Charge` (a stateless caller: never below an empty state; it cannot tell its own charge from others')\"; (stateless-give-back): \"A window gives back from its counts that still weigh, the current window's first (the sliding window's previous one next); a log from its newest entries, and nothing while every slot of its ring is in the window\"";
 pub const FRESH: &str =
-    "README (Token budgets): \"never after a `reset`, `remove` or eviction of the key\"";
-pub const LOG_TRULY_HELD: &str = "README (SlidingLog): \"exact: at most `limit` admitted in every interval `(t − P, t]`\" (Token budgets: a log's charge given back after later writes of its instant: \"the log cannot tell its entries from those: it keeps them until its period ends, never fewer than it holds\"; \"its overdraft ends one period after the charge\")";
+    "guide::promises (give-back): \"never after a `reset`, `remove` or eviction of the key\"";
+pub const LOG_TRULY_HELD: &str = "guide::promises (sliding-log): \"exact: at most `limit` admitted in every interval `(t − P, t]`\"; (give-back-log-later): \"the log cannot tell its entries from those: it keeps them until its period ends, never fewer than it holds\"; (log-overdraft): \"its overdraft ends one period after the charge\"";
 
 /// Periods whose sliding-window count field holds every count the target makes
 /// (`limit + max_owed` up to 26): 1 ms and longer.

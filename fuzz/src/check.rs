@@ -1,33 +1,34 @@
-//! The README sentences the targets check, and the comparison of a `Decision` with the
+//! The promises the targets check (quoted word for word from `tollgate::guide::promises`, `src/guide/promises.rs`), and the comparison of a `Decision` with the
 //! model's `Expect` that quotes them.
 
 use crate::model::{Algo, Expect};
 use tollgate::Decision;
 
-pub const ADMIT_TOKEN: &str = "README (TokenBucket): \"a request of cost `n` at `t` is admitted iff `max(TAT, t) + n·T − t ≤ burst·T`\"";
-pub const ADMIT_LEAKY: &str = "README (LeakyBucket): \"admits exactly what `TokenBucket` admits\"";
-pub const ADMIT_FIXED: &str = "README (FixedWindow): \"at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's zero\"";
-pub const ADMIT_SLIDING: &str = "README (SlidingWindow): \"admitted iff `prev·(P − e) + (curr + n)·P ≤ limit·P`, exact integers\"";
-pub const ADMIT_LOG: &str =
-    "README (SlidingLog): \"exact: at most `limit` admitted in every interval `(t − P, t]`\"";
-pub const REMAINING: &str = "Decision::remaining (README: \"Every `Decision` carries ... `remaining()`\"): \"How many more requests of cost 1 would be admitted right now, after this one\"";
-pub const RESET: &str = "README (API contract): \"`d.reset_after();   // Duration until the full quota is available again`\"";
-pub const RETRY: &str = "README: \"`retry_after()` (the exact wait until the same request would fit; never too early)\"";
-pub const DELAY: &str = "README (LeakyBucket): \"`Decision::delay()` says how long to hold each admitted request so releases are spaced by `T`\" (DESIGN: \"delay = max(TAT, t) − t\"; \"zero for the others\")";
-pub const LIMIT: &str = "README: \"`q` the quota's limit (not the burst)\"; Decision::limit() is the quota's limit, burst() the most admitted at once";
-pub const CANNOT_FIT: &str = "README: \"A cost that can never fit is an error, not a denial.\"";
-pub const DENIAL_NOTHING: &str = "README (check_all): \"a denial takes nothing from any\"";
-pub const DENIAL_NAMES: &str = "README (check_all): \"a denial takes nothing from any, names every limit that denied and reports the longest wait\"";
-pub const CANCEL: &str = "README: \"`cancel()` gives back what no later booking depends on, by Go x/time/rate's `CancelAt` rule (nothing once the reservation is due)\"";
-pub const PENDING: &str =
-    "README: \"While a booking is pending, `check` denies what would overtake it (the sliding window: what would come before the booking's window ...).\"";
-pub const RESERVE: &str = "README: \"For the buckets this is GCRA virtual scheduling ...; the fixed window books into the earliest window where the request fits ..., the sliding window at the earliest time its weighted count admits the request, the sliding log at the time its `n`-th oldest entry leaves the window.\"";
-pub const TOO_LONG: &str = "ReserveError::TooLong::max_wait: \"The longest wait allowed: the caller's `max_wait`, or `Reservation::MAX_WAIT` when that is smaller ..., or the time left until the engine's horizon ... when the booking would end past it. Always less than `wait`.\" (README: \"beyond it, `ReserveError::TooLong` reports that bound as its `max_wait`\")";
-pub const SET_QUOTA_BUCKET: &str = "README: \"a bucket's debt at the change `c` is converted into the new quota's requests, `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`, rounded up so the limit is never exceeded\"";
-pub const SET_QUOTA_WINDOW: &str = "README: \"The windows keep their counts and apply the new limit at once\"; \"The sliding log keeps its timestamps\"";
-pub const CONVERTED_NOTHING: &str = "README: \"after a `set_quota` or tier change that converted a bucket's state to another rate, nothing either (the booking was converted with the rest; each booking records the rate it was counted at)\"";
-pub const CLOCK: &str = "DESIGN (API contract): \"Time never runs backwards inside the engine: a clock reading older than the state is treated as the state's time\" (src/clock/mod.rs: \"the engine never lets such a reading move state backwards or re-earn capacity, it treats a reading older than the state as the state's time\"; waits are measured from the caller's reading: \"never too early for the caller whose clock read it\")";
-pub const PEEK: &str = "README: \"`peek()` ... returns the decision a request would get now without consuming anything or inserting the key\"";
+pub const ADMIT_TOKEN: &str = "guide::promises (token-bucket): \"a request of cost `n` at `t` is admitted iff `max(TAT, t) + n·T − t ≤ burst·T`\"";
+pub const ADMIT_LEAKY: &str =
+    "guide::promises (leaky-bucket): \"admits exactly what `TokenBucket` admits\"";
+pub const ADMIT_FIXED: &str = "guide::promises (fixed-window): \"at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's zero\"";
+pub const ADMIT_SLIDING: &str = "guide::promises (sliding-window): \"admitted iff `prev·(P − e) + (curr + n)·P ≤ limit·P`, exact integers\"";
+pub const ADMIT_LOG: &str = "guide::promises (sliding-log): \"exact: at most `limit` admitted in every interval `(t − P, t]`\"";
+pub const REMAINING: &str = "guide::promises (remaining): \"how many more requests of cost 1 would be admitted right now, after this one\"";
+pub const RESET: &str = "guide::promises (reset-after): \"`reset_after()` is the duration until the full quota is available again\"";
+pub const RETRY: &str = "guide::promises (retry-after): \"`retry_after()` is the exact wait until the same request would fit; never too early\"";
+pub const DELAY: &str = "guide::promises (delay): \"`Decision::delay()` says how long to hold each admitted request so releases are spaced by `T`: `max(TAT, t) − t` for the leaky bucket, zero for the others\"";
+pub const LIMIT: &str = "guide::promises (limit-burst): \"`limit()` is the quota's limit (not the burst), `burst()` the most admitted at once\"";
+pub const CANNOT_FIT: &str =
+    "guide::promises (cannot-fit): \"A cost that can never fit is an error, not a denial.\"";
+pub const DENIAL_NOTHING: &str =
+    "guide::promises (denial-nothing): \"A denial takes nothing from any limit\"";
+pub const DENIAL_NAMES: &str = "guide::promises (denial-nothing): \"A denial takes nothing from any limit\"; (denial-names): \"A denial names every limit that denied and reports the longest wait.\"";
+pub const CANCEL: &str = "guide::promises (cancel): \"`cancel()` gives back what no later booking depends on, by Go x/time/rate's `CancelAt` rule\"; (cancel-due): \"A reservation cancelled once it is due gives nothing back\"";
+pub const PENDING: &str = "guide::promises (pending): \"While a booking is pending, `check` denies what would overtake it.\"; (pending-sliding): \"The sliding window denies what would come before the booking's window.\"";
+pub const RESERVE: &str = "guide::promises (reserve): \"for the buckets GCRA virtual scheduling; the fixed window books into the earliest window where the request fits, the sliding window at the earliest time its weighted count admits the request, the sliding log at the time its `n`-th oldest entry leaves the window.\"";
+pub const TOO_LONG: &str = "ReserveError::TooLong::max_wait: \"The longest wait allowed: the caller's `max_wait`, or `Reservation::MAX_WAIT` when that is smaller ..., or the time left until the engine's horizon ... when the booking would end past it. Always less than `wait`.\" (guide::promises (max-wait): \"beyond it, `ReserveError::TooLong` reports that bound as its `max_wait`\")";
+pub const SET_QUOTA_BUCKET: &str = "guide::promises (carry-over): \"a bucket's debt at the change `c` is converted into the new quota's requests, `TAT' = c + ⌈(TAT − c)·T_new / T_old⌉`, rounded up so the limit is never exceeded\"";
+pub const SET_QUOTA_WINDOW: &str = "guide::promises (windows-keep): \"The windows keep their counts and apply the new limit at once\"; (windows-keep): \"The sliding log keeps its timestamps\"";
+pub const CONVERTED_NOTHING: &str = "guide::promises (converted): \"gives nothing back after a `set_quota` or tier change that converted a bucket's state to another rate, even once converted back: the booking was converted with the rest\"";
+pub const CLOCK: &str = "guide::promises (clock-back): \"A clock reading older than the state never re-earns capacity\"; (clock-back-bucket): \"The buckets decide a reading older than the state at the state's time.\"; (clock-back-window): \"A window decides a reading older than its state's window in the state's window, with its counts (waits measured from the reading)\"; (retry-after): \"never too early, even measured from a stale reading\"";
+pub const PEEK: &str = "guide::promises (peek): \"`peek()` and `peek_n(n)` return the decision a request would get now without consuming anything or inserting the key\"";
 
 pub fn admit_quote(a: Algo) -> &'static str {
     match a {
@@ -87,7 +88,6 @@ impl Trace {
 thread_local! {
     static STOPPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static BEHIND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    static NOTE: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
     static SKIP: Vec<String> = patterns("TOLLGATE_FUZZ_SKIP");
     static ONLY: Vec<String> = patterns("TOLLGATE_FUZZ_ONLY");
 }
@@ -118,14 +118,6 @@ pub fn stopped() -> bool {
 pub fn start() {
     STOPPED.with(|s| s.set(false));
     BEHIND.with(|s| s.set(false));
-    NOTE.with(|s| s.set(None));
-}
-
-/// Names a rule the model applied that the engine is known not to follow yet (an item of
-/// an open issue): every later violation of the run says so, so that a long run can look
-/// past it (`TOLLGATE_FUZZ_SKIP`).
-pub fn note(what: &'static str) {
-    NOTE.with(|s| s.set(Some(what)));
 }
 
 /// Whether the clock now reads older than its newest reading of the run (it was stepped
@@ -134,7 +126,7 @@ pub fn behind(b: bool) {
     BEHIND.with(|s| s.set(b));
 }
 
-/// Panics with the README sentence when `cond` fails; with `TOLLGATE_FUZZ_SKIP` set to
+/// Panics with the quoted promise when `cond` fails; with `TOLLGATE_FUZZ_SKIP` set to
 /// `|`-separated alternatives (each `&`-separated substrings that must all occur), a
 /// violation whose message matches one ends the run
 /// quietly instead (for looking past known bugs); `TOLLGATE_FUZZ_ONLY`, the same syntax,
@@ -149,10 +141,6 @@ pub fn promise(cond: bool, quote: &str, detail: std::fmt::Arguments<'_>, trace: 
             format!("{quote}\n(the clock stepped back: {CLOCK})")
         } else {
             quote.to_string()
-        };
-        let quote = match NOTE.with(|n| n.get()) {
-            Some(n) => format!("{quote}\n(the model applied {n})"),
-            None => quote,
         };
         let msg = format!("{quote}\n  violated: {detail}\n{}", trace.dump());
         let only = ONLY.with(|o| o.is_empty() || matches(o, &msg));

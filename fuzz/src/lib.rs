@@ -1,4 +1,4 @@
-//! Shared by the fuzz targets: the README's models and the checks against them.
+//! Shared by the fuzz targets: the guide's models and the checks against them.
 
 pub mod budget;
 pub mod check;

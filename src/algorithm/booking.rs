@@ -1,11 +1,59 @@
 //! What a reservation booked, so that a cancel can give back exactly its share.
 
-use crate::Decision;
+use crate::decision::Decision;
 
 /// The longest wait a reservation may book (about 36 years): with readings clamped to
 /// [`HORIZON_NS`](super::HORIZON_NS), every state a reservation writes stays far
 /// enough from `2^64` that the algorithms' sums cannot overflow.
 pub(crate) const MAX_WAIT_NS: u64 = super::HORIZON_NS / 4;
+
+/// Where a booking was made, so that it can be given back (the limiter, with the
+/// key's hash for a keyed one).
+pub(crate) trait Ledger: Sync {
+    /// Gives `booking` (made for the key hashed to `key`, on the state `origin`
+    /// identifies) back: a cancel as far as no later booking depends on it, and only
+    /// while the booking is not yet due at the ledger's clock (`due`, engine ns), as
+    /// Go's x/time/rate `CancelAt` does; a roll-back (`always`) exactly what it took,
+    /// due or not. Nothing when the key's state is no longer the one booked on (reset,
+    /// removed, reclaimed or evicted since).
+    fn refund(&self, key: u64, booking: &Booking, origin: Origin, due: u64, always: bool);
+}
+
+/// What identifies the state a booking was made on, so that giving it back never
+/// reaches a state created after a `reset`, `remove`, reclaim or eviction of the key:
+/// not a value of the state (a theoretical arrival time, a window index, a timestamp),
+/// which a state rebuilt later can match by chance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// A [`RateLimiter`](crate::RateLimiter)'s one state, which is never replaced.
+    Cell {
+        /// The bucket interval (ns) the booking was counted in, 0 for the others: a
+        /// state converted to another interval since gives nothing back (as a keyed
+        /// slot's rate class).
+        interval: u64,
+        /// The stamp of the parameters the booking was made with (a bucket's; 0 for
+        /// the others): a state converted by a `set_quota` published after them gives
+        /// nothing back, even once converted back to the booking's interval.
+        stamp: u64,
+    },
+    /// A packed keyed table's entry: the generation in its slot's key word, and the
+    /// shard's epoch read before the booking (see `table::counters`'s protocol and ARCHITECTURE.md).
+    Slot {
+        /// The entry's generation (1 to 65,535).
+        gen: u16,
+        /// The rate class the booking was counted in (see `table::packed::rates`): a state
+        /// converted to another since gives nothing back.
+        class: u8,
+        /// The shard's epoch before the booking.
+        epoch: u64,
+    },
+    /// A sliding-log table's entry: the number its shard gave this incarnation of the
+    /// key (unique: a 64-bit count never wraps).
+    Entry {
+        /// The incarnation.
+        gen: u64,
+    },
+}
 
 /// The capacity a reservation took from one state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,17 +103,18 @@ pub(crate) enum Booking {
     },
 }
 
-/// A window booking into a window later than its reading's (a reservation that did
-/// not fit before): the state word right before it and right after it.
+/// A window booking that moved the state into a window later than its reading's (a
+/// reservation that did not fit before): the state word right before it and right
+/// after it. Both windows keep it only for the booking that moved the state, and give
+/// every booking's count back in any order while the state is in its window (see
+/// `FixedWindow::refund`, `SlidingWindow::refund`).
 ///
-/// Such a booking is given back last first, as the sliding log's bookings for a later
-/// time are: while the state is still exactly `after` (nothing booked behind it, or
-/// everything booked behind it given back), a cancel restores `before`, which puts the
-/// key back in the window it was moved from with every count it had there; once
-/// anything was booked behind it, nothing (the state may have left `before`'s window,
-/// and only the last booking knows where it came from). So cancels in reverse order of
-/// booking give everything back, and a key is never held until a window that counts
-/// nothing.
+/// The move itself is undone last first: while the state is still exactly `after`
+/// (nothing booked behind it, or everything booked behind it given back), a cancel
+/// restores `before`, which puts the key back in the window it was moved from with
+/// every count it had there; once anything was booked behind it, the rest of the
+/// window it moved from stays given up (only the booking that moved the state knows
+/// where it came from).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Later {
     /// The state word before the booking.
@@ -75,13 +124,6 @@ pub(crate) struct Later {
 }
 
 impl Later {
-    /// The later-window booking of a reservation that read `now`, into a window
-    /// starting at `start`, taking `before` to `after`; `None` for the reading's window.
-    #[inline]
-    pub(crate) fn of(start: u64, now: u64, before: u64, after: u64) -> Option<Later> {
-        (start > now).then_some(Later { before, after })
-    }
-
     /// The state a cancel leaves: `before` while the state is still the booking's own.
     #[inline]
     pub(crate) fn refund(&self, state: u64) -> Option<u64> {

@@ -3,26 +3,38 @@
 
 use super::booking::{self, Booked, Booking, Reserved};
 use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
-use crate::{Algorithm, ConfigError, Decision, Quota};
+use crate::{decision::Decision, error::ConfigError, quota::Algorithm, quota::Quota};
 use std::time::Duration;
 
 /// Validated fixed-window parameters.
 ///
-/// State layout, with `c = min(32, 64 − index_bits(P))`: the count takes every bit the
-/// window index leaves over the horizon (at least `count_bits(limit)`, checked at
-/// build), so the layout depends on the period alone:
+/// State layout, with `c = count_field_bits(P) = min(32, 63 − index_bits(P))`: the
+/// count takes every bit the window index and the mark leave over the horizon (at
+/// least `count_bits(limit)`, checked at build), so the layout depends on the period
+/// alone:
 ///
 /// ```text
-///  63                     c  c-1        0
-/// +------------------------+-------------+
-/// |  window index k        |   count     |
-/// +------------------------+-------------+
+///  63                 c+1  c          1   0
+/// +---------------------+-------------+---+
+/// |  window index k     |   count     | b |
+/// +---------------------+-------------+---+
 /// ```
 ///
 /// `k = t / P` is the full window index, never reduced modulo anything: `build`
-/// refuses quotas for which `HORIZON_NS / P` does not fit in `64 − c` bits, so the
+/// refuses quotas for which `HORIZON_NS / P` does not fit in `63 − c` bits, so the
 /// index cannot wrap before the horizon and a key idle for any time reads as expired.
-/// `0` is window 0 with count 0, which decides as a fresh key.
+/// `0` is window 0 with count 0, unmarked, which decides as a fresh key.
+///
+/// `b`, the booked-ahead mark, tells the two ways a state can lie in a window later
+/// than a reading's apart. Set (`b = 1`): a reservation moved the state into a window
+/// later than its own reading's (or a give-back left the rest of the window such a
+/// booking moved from given up, see [`refund`](Self::refund)); nothing is admitted
+/// before that window starts, so nothing overtakes the booking. Clear: a newer reading
+/// wrote it (another thread's, or the clock stepped back), and an older reading is
+/// decided at the state's time, in its window with its count (the clock's promise).
+/// Every write by a reading in or after the state's window clears the mark: that
+/// window has started, so nobody can overtake a booking in it any more. A marked state
+/// always counts at least one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FixedWindow {
     period: u64,
@@ -30,7 +42,7 @@ pub(crate) struct FixedWindow {
     shift: u32,
 }
 
-/// The parameters as the words `sync::Swap` publishes (see `algorithm::window_words`).
+/// The parameters as the words `sync::Replaceable` publishes (see `algorithm::window_words`).
 impl crate::sync::Words for FixedWindow {
     #[inline]
     fn as_words(&self) -> [u64; 4] {
@@ -48,11 +60,26 @@ impl crate::sync::Words for FixedWindow {
     }
 }
 
+/// The booked-ahead mark (see [`FixedWindow`]'s layout).
+const MARK: u64 = 1;
+
+/// The bits of a fixed window's count field for windows of `period` ns: every bit the
+/// full window index and the booked-ahead mark leave, at most 32 (the local layout,
+/// which the Redis mode's charge bound mirrors).
+pub(crate) const fn count_field_bits(period: u64) -> u32 {
+    let rest = 63 - index_bits(period);
+    if rest < 32 {
+        rest
+    } else {
+        32
+    }
+}
+
 impl FixedWindow {
     pub(crate) fn new(quota: Quota, period: u64) -> Result<Self, ConfigError> {
         let limit = quota.limit();
-        let shift = count_bits(limit);
-        let min = min_window_period(64 - shift);
+        // The index takes `63 − c` bits: one is the booked-ahead mark.
+        let min = min_window_period(63 - count_bits(limit));
         if period < min {
             return Err(ConfigError::WindowTooFine {
                 algorithm: Algorithm::FixedWindow,
@@ -64,8 +91,9 @@ impl FixedWindow {
         // The count field takes every bit the index leaves (the layout depends on the
         // period alone), so any limit this period can represent can later be set by
         // `set_quota` without re-packing a single state.
-        let shift = (64 - index_bits(period)).min(32);
-        debug_assert!(shift >= count_bits(limit));
+        let count = count_field_bits(period);
+        debug_assert!(count >= count_bits(limit));
+        let shift = count + 1;
         debug_assert!(HORIZON_NS / period < 1u64 << (64 - shift));
         Ok(FixedWindow {
             period,
@@ -83,33 +111,53 @@ impl FixedWindow {
         self.period
     }
 
-    #[inline]
-    fn unpack(&self, state: u64) -> (u64, u32) {
-        let mask = (1u64 << self.shift) - 1;
-        (state >> self.shift, (state & mask) as u32)
+    /// `(window index, count, booked-ahead mark)`.
+    #[inline(always)]
+    fn unpack(&self, state: u64) -> (u64, u32, bool) {
+        (
+            state >> self.shift,
+            ((state & self.count_mask()) >> 1) as u32,
+            state & MARK != 0,
+        )
+    }
+
+    #[inline(always)]
+    fn pack(&self, k: u64, count: u64, marked: bool) -> u64 {
+        (k << self.shift) | (count << 1) | u64::from(marked)
+    }
+
+    /// The count field's bits in place.
+    #[inline(always)]
+    fn count_mask(&self) -> u64 {
+        (1u64 << self.shift) - 2
     }
 
     /// `now <= HORIZON_NS`, `cost <= limit`.
     #[inline(always)]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
-        let (stored, stored_count) = self.unpack(state);
+        let (stored, stored_count, marked) = self.unpack(state);
         let current = now / self.period;
-        if stored > current {
-            // The state has moved to a later window (a reservation booked into it, or
-            // a reading newer than this one): this window's count is gone, so nothing
-            // is admitted before the later one starts. No aligned window ever holds
-            // more than the limit, and requests are served after the bookings made
-            // before them.
+        if stored > current && marked {
+            // A reservation moved the state to a later window: the rest of this one
+            // was given up with it, so nothing is admitted before the later one
+            // starts. No aligned window ever holds more than the limit, and requests
+            // are served after the bookings made before them.
             return (
                 None,
                 self.queued(stored, u64::from(stored_count), now, cost),
             );
         }
-        let k = current.max(stored);
-        let count = if k == stored { stored_count } else { 0 };
+        // A reading behind an unmarked state (a newer reading wrote it) is decided at
+        // the state's time: in its window, with its count.
+        let (k, count) = if stored >= current {
+            (stored, stored_count)
+        } else {
+            (current, 0)
+        };
         let d = self.decide(k, u64::from(count), now, cost);
+        // Written by a reading in or behind an unmarked window: unmarked.
         let next =
-            (d.is_allowed() && cost > 0).then(|| (k << self.shift) | u64::from(count + cost));
+            (d.is_allowed() && cost > 0).then(|| self.pack(k, u64::from(count + cost), false));
         (next, d)
     }
 
@@ -138,8 +186,8 @@ impl FixedWindow {
     /// The denial of `cost` at `now`, before window `k` (which holds `count`) starts:
     /// retry when it starts, or when it ends if the request does not fit in it; for a
     /// cost of 0, which asks for nothing, an allowed answer with nothing remaining (no
-    /// request is admitted before that window). Rare (a pending booking, or a reading
-    /// racing a window boundary): kept off the hot path.
+    /// request is admitted before that window). Rare (a pending booking): kept off the
+    /// hot path.
     #[cold]
     #[inline(never)]
     fn queued(&self, k: u64, count: u64, now: u64, cost: u32) -> Decision {
@@ -164,11 +212,13 @@ impl FixedWindow {
         (state >> self.shift) * self.period > now
     }
 
-    /// Books `cost` into the earliest window, from the state's own, where it fits: a
-    /// reservation that does not fit the current window goes into a later one, and
-    /// requests after it queue behind it (the current window's remaining capacity is
-    /// given up: strict order of booking, never more than the limit per window).
-    /// `Err(wait)` when that window starts more than `max_wait` after `now`.
+    /// Books `cost` (at least 1) into the earliest window, from the state's own, where
+    /// it fits: a reservation that does not fit the state's window moves the state into
+    /// the next one, marked, and requests after it queue behind it (the rest of the
+    /// window it moved from is given up: strict order of booking, never more than the
+    /// limit per window). A reading behind an unmarked state books at the state's time,
+    /// as `step` decides it. `Err(wait)` when the window starts more than `max_wait`
+    /// after `now`.
     pub(crate) fn reserve(
         &self,
         state: u64,
@@ -176,38 +226,61 @@ impl FixedWindow {
         cost: u32,
         max_wait: u64,
     ) -> (Option<u64>, Reserved) {
-        let (stored, stored_count) = self.unpack(state);
+        let (stored, stored_count, marked) = self.unpack(state);
         let current = now / self.period;
         // Summed in 64 bits: a limit may be any u32.
-        let (k, count) = if stored < current {
-            (current, cost)
+        let (k, count, mark) = if stored < current {
+            (current, u64::from(cost), false)
         } else if u64::from(stored_count) + u64::from(cost) <= u64::from(self.limit) {
-            (stored, stored_count + cost)
+            // Joins the state's window: still marked while it is a booking's later
+            // window, cleared once a reading in it writes it.
+            (
+                stored,
+                u64::from(stored_count) + u64::from(cost),
+                marked && stored > current,
+            )
         } else {
-            (stored + 1, cost)
+            (stored + 1, u64::from(cost), true)
         };
-        let start = k.saturating_mul(self.period);
-        let wait = start.saturating_sub(now);
-        if let Some(late) = booking::Late::check(wait, max_wait, start, now) {
+        // A marked window waits until it starts; any other is the reading's, or the
+        // state's later one that the reading is decided at.
+        let wait = if mark {
+            k.saturating_mul(self.period).saturating_sub(now)
+        } else {
+            0
+        };
+        let at = now + wait;
+        if let Some(late) = booking::Late::check(wait, max_wait, at, now) {
             return (None, Err(late));
         }
-        let at = now + wait;
-        let next = (k << self.shift) | u64::from(count);
-        let decision = self.decide(k, u64::from(count), at, 0);
+        let next = self.pack(k, count, mark);
+        let decision = self.decide(k, count, at, 0);
         let booking = Booking::Window {
             index: k,
             cost,
-            later: booking::Later::of(start, now, state, next),
+            // Only the booking that moved the state knows the window it moved from.
+            later: (k > stored.max(current)).then_some(booking::Later {
+                before: state,
+                after: next,
+            }),
         };
         booking::stored(next, wait, decision, booking)
     }
 
     /// Gives back a booking of `cost` in window `index` while the state still counts
-    /// that window (later bookings in the same window do not depend on it; a later
-    /// window means the count was superseded, and nothing is given back). A booking
-    /// into a window later than its reading's (`later`) is given back last first and
-    /// restores the state before it (see [`booking::Later`]): nothing was admitted in
-    /// between (every request queued behind it), so that is the state without it.
+    /// that window, whatever the order of cancels: a window's count is a sum, and every
+    /// booking in it is given back by taking its cost from it (a later window means the
+    /// count was superseded, and nothing is given back). The one part that needs order
+    /// is the window a booking moved the state from (`later`), whose rest it gave up:
+    /// while the state is still exactly `after` (the booking's count alone, the mark
+    /// still set), a cancel restores `before`, the key back in that window with every
+    /// count it had there; nothing was admitted in between (every request queued behind
+    /// the booking), so that is the state without it.
+    ///
+    /// A give-back that empties a marked window otherwise never leaves the key held
+    /// until a window that counts nothing (such a state would read as idle yet decide
+    /// unlike a fresh one): it becomes the window the state was moved from, marked and
+    /// counted full, as its rest was given up (see [`given_up`](Self::given_up)).
     pub(crate) fn refund(
         &self,
         state: u64,
@@ -215,27 +288,60 @@ impl FixedWindow {
         cost: u32,
         later: Option<booking::Later>,
     ) -> Option<u64> {
-        if let Some(later) = later {
-            return later.refund(state);
+        if let Some(before) = later.and_then(|l| l.refund(state)) {
+            return Some(before);
         }
-        let (stored, count) = self.unpack(state);
+        let (stored, count, marked) = self.unpack(state);
         if stored != index || count < cost {
             return None;
         }
-        Some((index << self.shift) | u64::from(count - cost))
+        Some(self.left(stored, count - cost, marked))
+    }
+
+    /// The state of window `k` left holding `count` (mark `marked`) by a give-back.
+    #[inline]
+    fn left(&self, k: u64, count: u32, marked: bool) -> u64 {
+        if marked && count == 0 {
+            self.given_up(k)
+        } else {
+            self.pack(k, u64::from(count), marked)
+        }
+    }
+
+    /// What an emptied marked window `k` leaves: the window `k − 1` it was moved from
+    /// (a marked window is only ever reached from the one before it), marked and
+    /// holding the limit.
+    ///
+    /// It admits no more than the limit in any window: window `k` counts nothing and
+    /// starts fresh; window `k − 1` admits nothing more, which is what the booking that
+    /// moved the state left it (its rest was given up then, and whatever that window
+    /// counted is within the limit); the mark keeps readings before `k − 1` from being
+    /// admitted into it, as they were not while the state was marked in `k`. Clearing
+    /// the mark of `(k, 0)` instead would decide readings in `k − 1` at window `k`'s
+    /// time and admit a further limit while window `k − 1`'s own admissions stand. It
+    /// is not idle before window `k` starts, and decides as a fresh key from then on,
+    /// as the marked `(k, 0)` it replaces would not.
+    /// Window 0 has none before it: emptied, it is the fresh state.
+    #[cold]
+    fn given_up(&self, k: u64) -> u64 {
+        match k {
+            0 => 0,
+            k => self.pack(k - 1, u64::from(self.limit), true),
+        }
     }
 
     /// The largest count a state of this layout holds.
     #[inline]
     fn count_max(&self) -> u64 {
-        (1u64 << self.shift) - 1
+        self.count_mask() >> 1
     }
 
     /// A charge of `cost` at `now`, counted whatever is left: the window's count may
     /// pass the limit by at most `max_owed` (and what the count field holds), and the
     /// rest of the window denies; the overdraft ends with the window, as every count
     /// does. A state booked into a later window is charged there (nothing is admitted
-    /// before it anyway). The part past the bound is dropped, and reported.
+    /// before it anyway), as is one a newer reading wrote (the reading's time is the
+    /// state's). The part past the bound is dropped, and reported.
     pub(crate) fn charge(
         &self,
         state: u64,
@@ -243,12 +349,12 @@ impl FixedWindow {
         cost: u32,
         max_owed: u32,
     ) -> (Option<u64>, Reserved) {
-        let (stored, stored_count) = self.unpack(state);
+        let (stored, stored_count, marked) = self.unpack(state);
         let current = now / self.period;
-        let (k, count) = if stored >= current {
-            (stored, u64::from(stored_count))
+        let (k, count, mark) = if stored >= current {
+            (stored, u64::from(stored_count), marked && stored > current)
         } else {
-            (current, 0)
+            (current, 0, false)
         };
         let cap = (u64::from(self.limit) + u64::from(max_owed)).min(self.count_max());
         let taken = u64::from(cost).min(cap.saturating_sub(count));
@@ -259,10 +365,12 @@ impl FixedWindow {
             dropped: cost - taken as u32,
             given: 0,
         };
-        let next = (k << self.shift) | after;
+        let next = self.pack(k, after, mark);
+        // Nothing taken writes nothing: decided on the state as it stands.
+        let decided = if taken > 0 { next } else { state };
         let booked = Booked {
             wait: 0,
-            decision: self.step(next, now, 1).1,
+            decision: self.step(decided, now, 1).1,
             booking: Booking::Window {
                 index: k,
                 cost: taken as u32,
@@ -274,12 +382,17 @@ impl FixedWindow {
     }
 
     /// Gives `cost` back to the state's window at `now` while it still counts (a window
-    /// over counts nothing any more), never below an empty count.
+    /// over counts nothing any more), never below an empty count (an emptied marked
+    /// window leaves the one it was moved from given up, as [`refund`](Self::refund)).
     pub(crate) fn give_back(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Reserved) {
-        let (stored, count) = self.unpack(state);
+        let (stored, count, marked) = self.unpack(state);
         let live = stored >= now / self.period;
         let given = if live { cost.min(count) } else { 0 };
-        let next = (stored << self.shift) | u64::from(count - given);
+        let next = if given > 0 {
+            self.left(stored, count - given, marked)
+        } else {
+            state
+        };
         let booked = Booked {
             wait: 0,
             decision: self.step(next, now, 1).1,
@@ -304,14 +417,14 @@ impl FixedWindow {
     /// Idle once its window has passed, or when it counts nothing.
     #[inline]
     pub(crate) fn is_idle(&self, state: u64, now: u64) -> bool {
-        let (stored, count) = self.unpack(state);
+        let (stored, count, _) = self.unpack(state);
         count == 0 || now / self.period > stored
     }
 
     /// The time from which `state` is idle: the end of its window (0 when empty).
     #[inline]
     pub(crate) fn idle_at(&self, state: u64) -> u64 {
-        let (stored, count) = self.unpack(state);
+        let (stored, count, _) = self.unpack(state);
         if count == 0 {
             0
         } else {
@@ -321,13 +434,15 @@ impl FixedWindow {
 
     /// The keyed table's eviction rank of a state live at `now` (its window is the
     /// current one or later, its count not 0): what it has used, then its idle stamp.
-    /// That is its word, `(window, count)`: within the current window it orders by the
-    /// count (every entry there goes idle at the window's end), and a state booked into
-    /// a later window (a reservation: it admits nothing before that window starts, so
-    /// forgetting it can over-admit a whole quota) ranks above every state of the
-    /// current one. One comparison per entry.
+    /// That is its word without the mark, `(window, count)`: within the current window
+    /// it orders by the count (every entry there goes idle at the window's end), and a
+    /// state in a later window (a reservation: it admits nothing before that window
+    /// starts, so forgetting it can over-admit a whole quota; or a newer reading's,
+    /// whose count the older readings are decided on) ranks above every state of the
+    /// current one. The mark says nothing of what was used (a marked window's rank is
+    /// already its window's), so it orders nothing, not even ties. One shift per entry.
     #[inline]
     pub(crate) fn evict_rank(&self, state: u64) -> u64 {
-        state
+        state >> 1
     }
 }

@@ -20,7 +20,7 @@
 
 use super::booking::{self, Booking, Reserved};
 use super::HORIZON_NS;
-use crate::{ConfigError, Decision, Quota};
+use crate::{decision::Decision, error::ConfigError, quota::Quota};
 use std::time::Duration;
 
 /// Validated GCRA parameters.
@@ -36,7 +36,7 @@ pub(crate) struct Gcra {
     burst: u32,
     /// The quota's limit, reported by decisions next to the burst.
     limit: u32,
-    /// Flags, as one word (the first of the words `Swap` publishes): bit 8, the
+    /// Flags, as one word (the first of the words `Replaceable` publishes): bit 8, the
     /// leaky bucket's shaper (report the hold time in `Decision::delay`); bits 16–19,
     /// the rate class a keyed table gave this interval (see `table::packed::rates`: states it
     /// writes are tagged with it, so that a request under another interval converts
@@ -52,7 +52,7 @@ const CLASS_SHIFT: u32 = 16;
 const CLASS: u64 = 0xF << CLASS_SHIFT;
 const MIXED: u64 = 1 << 20;
 
-/// The parameters as the four words `sync::Swap` publishes: the flags, `T`, `τ`, and
+/// The parameters as the four words `sync::Replaceable` publishes: the flags, `T`, `τ`, and
 /// `burst | limit << 32`.
 impl crate::sync::Words for Gcra {
     #[inline]
@@ -118,6 +118,14 @@ impl Gcra {
     /// `TAT > now` (an idle bucket owes nothing and is kept as is). Raising a limit
     /// never lengthens a wait, lowering one never shortens it: a key that used 10 of a
     /// plan's 10 has used 10 of the next plan's 1,000, and 10 of 10 is 10 of 5.
+    ///
+    /// A converted debt ends at the clock's horizon ([`HORIZON_NS`]) at the latest:
+    /// readings stop there (see `algorithm::now`), so the key is whole at the last
+    /// reading, and a conversion back to a faster rate later converts what is left of
+    /// `HORIZON_NS − c`: one rule a caller can check (`reset_after` is at most the
+    /// time left until the horizon). A state that already lay past the horizon (a
+    /// charge or a booking read near it) is kept as it is, so that a slower rate never
+    /// shortens its wait. Either way `TAT` stays within the sums' bound (see `step`).
     #[inline]
     pub(crate) fn convert(&self, tat: u64, from: u64, now: u64) -> u64 {
         if tat <= now || from == self.t || from == 0 {
@@ -125,12 +133,8 @@ impl Gcra {
         }
         let debt = u128::from(tat - now) * u128::from(self.t);
         let owed = debt.div_ceil(u128::from(from));
-        // Exact up to the largest state the engine's sums allow (`HORIZON_NS + τ +
-        // MAX_WAIT`, see `step`): a debt reaching past the clock's horizon, which no
-        // clock reading can outlast, ends there.
-        let cap =
-            u128::from(HORIZON_NS + self.tau + super::booking::MAX_WAIT_NS - now.min(HORIZON_NS));
-        now + owed.min(cap) as u64
+        let end = tat.max(HORIZON_NS);
+        now + owed.min(u128::from(end - now)) as u64
     }
 
     pub(crate) fn new(quota: Quota, period: u64, shaper: bool) -> Result<Self, ConfigError> {
@@ -171,9 +175,11 @@ impl Gcra {
         self.limit
     }
 
-    /// `now <= HORIZON_NS`, `tat <= HORIZON_NS + tau + MAX_WAIT_NS` (an invariant of
-    /// the states this function and [`reserve`](Self::reserve) produce) and
-    /// `cost <= burst` (checked by the caller): every sum below stays under `2^64`.
+    /// `now <= HORIZON_NS`, `tat <= HORIZON_NS + τ' + MAX_WAIT_NS` with `τ'` the `τ`
+    /// of the quota that wrote it, at most `HORIZON_NS` (an invariant of the states
+    /// this function, [`reserve`](Self::reserve), [`charge`](Self::charge) and
+    /// [`convert`](Self::convert) produce) and `cost <= burst` (checked by the
+    /// caller): every sum below stays under `2^64` (`2^63 + 2^60`, plus `τ`).
     #[inline(always)]
     pub(crate) fn step(&self, tat: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
         let base = tat.max(now);
@@ -240,7 +246,7 @@ impl Gcra {
     }
 
     /// Gives a booking back at `now`, on a state that descends from it (the callers
-    /// check that no reset or reclaim came between: see `reservation::Origin`).
+    /// check that no reset or reclaim came between: see `booking::Origin`).
     ///
     /// A **cancel** gives back what no later booking depends on (Go x/time/rate's
     /// `CancelAt` rule in GCRA terms, `tokens − (lastEvent − timeToAct)·rate`): the
@@ -319,7 +325,12 @@ impl Gcra {
         let room = (full + debt).saturating_sub(base) / self.t;
         let taken = u64::from(cost).min(room) as u32;
         let new_tat = base + u64::from(taken) * self.t;
-        let owed = new_tat.saturating_sub(full).div_ceil(self.t) as u32;
+        // Saturating: charges owing up to `u32::MAX` each can put a key more than
+        // `2^32` requests past its quota (a lower burst or an older reading adds to
+        // that), and `owed` counts in a `u32`: it reads `u32::MAX` then, never a
+        // wrapped count that looks paid off.
+        let owed = new_tat.saturating_sub(full).div_ceil(self.t);
+        let owed = u32::try_from(owed).unwrap_or(u32::MAX);
         let counted = booking::Counted {
             taken,
             owed,

@@ -19,121 +19,22 @@ pub(crate) mod sliding_window;
 pub(crate) use packed::{PackedAlgorithm, PackedParams};
 
 use crate::clock::duration_to_nanos;
-use crate::{ConfigError, Quota};
+use crate::clock::HORIZON_NS;
+use crate::{
+    error::ConfigError,
+    quota::{Algorithm, Quota},
+};
 use std::time::Duration;
-
-/// The latest time the engine represents: 2^62 ns, about 146 years after the clock's
-/// zero. Readings past it are treated as this time; quotas whose spans exceed it are
-/// refused at build time.
-pub(crate) const HORIZON_NS: u64 = 1 << 62;
 
 /// The engine's reading of `clock`: nanoseconds since its zero, clamped to
 /// [`HORIZON_NS`]. Every limiter reads time through this, once per decision.
 #[inline]
-pub(crate) fn now<C: crate::Clock>(clock: &C) -> u64 {
+pub(crate) fn now<C: crate::clock::Clock>(clock: &C) -> u64 {
     clock.now().min(HORIZON_NS)
 }
 
 /// The largest limit the sliding log accepts (it stores one timestamp per request).
 pub(crate) const SLIDING_LOG_MAX_LIMIT: u32 = 1 << 16;
-
-/// Which rate-limiting algorithm a limiter runs.
-///
-/// | algorithm | guarantee | state per key |
-/// |---|---|---|
-/// | `TokenBucket` | GCRA: at most `burst + t/T` in any span `t`, `T = period/limit` | 8 bytes |
-/// | `LeakyBucket` | admits as `TokenBucket`, and [`Decision::delay`](crate::Decision::delay) spaces releases by `T` | 8 bytes |
-/// | `FixedWindow` | at most `limit` per window `[k·P, (k+1)·P)` from the clock's zero ([wall-aligned on `SystemClock`](Algorithm::FixedWindow)) | 8 bytes |
-/// | `SlidingWindow` | weighted counter: `prev·(P−e)/P + curr ≤ limit` | 8 bytes |
-/// | `SlidingLog` | exact: at most `limit` in every interval `(t−P, t]` | `8 × limit` bytes |
-///
-/// # Example
-///
-/// ```
-/// use tollgate::{Algorithm, Quota, RateLimiter};
-///
-/// for algorithm in Algorithm::ALL {
-///     let limiter = RateLimiter::builder(algorithm, Quota::per_second(5)).build()?;
-///     assert!(limiter.check().is_allowed());
-/// }
-/// # Ok::<(), tollgate::ConfigError>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Algorithm {
-    /// GCRA token bucket: smooth refill at `limit/period`, bursts up to `burst`.
-    TokenBucket,
-    /// The shaper: admits what `TokenBucket` admits and says how long to delay each
-    /// admitted request so releases are evenly spaced (nginx `limit_req` with `burst`).
-    LeakyBucket,
-    /// At most `limit` per window, windows `[k·P, (k+1)·P)` counted from the clock's zero.
-    ///
-    /// The zero is the clock's: for the default [`QuantaClock`](crate::QuantaClock) and
-    /// for [`ManualClock`](crate::ManualClock) it is when the clock was made (for the
-    /// default clock, when the limiter's builder was), so a `per_minute` window runs
-    /// from the limiter's start, not from the minute on the wall clock: a key that used
-    /// up its minute ten seconds after start-up is told to retry in about fifty seconds. For windows on the
-    /// wall clock (every `per_minute` window starting on a whole UTC minute, as in
-    /// tollgate-server and the Redis mode on Redis `TIME`), build on
-    /// [`SystemClock`](crate::SystemClock), whose zero is the Unix epoch:
-    ///
-    /// ```
-    /// use std::time::{SystemTime, UNIX_EPOCH};
-    /// use tollgate::{Algorithm, Quota, RateLimiter, SystemClock};
-    ///
-    /// let limiter = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(3))
-    ///     .clock(SystemClock::new())
-    ///     .build()?;
-    /// let denied = loop {
-    ///     let d = limiter.check();
-    ///     if !d.is_allowed() {
-    ///         break d;
-    ///     }
-    /// };
-    /// // The window ends on the next whole minute of the wall clock.
-    /// let into_minute = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() % 60_000_000_000;
-    /// let retry = denied.retry_after().expect("a denial says when").as_nanos();
-    /// let off = (into_minute + retry) % 60_000_000_000; // 0, up to the time between the two readings
-    /// assert!(off < 1_000_000_000 || off > 59_000_000_000, "{off} ns off a whole minute");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    FixedWindow,
-    /// Sliding window counter: the previous window's count, weighted by how much of it
-    /// still overlaps the sliding period, plus the current count.
-    SlidingWindow,
-    /// Exact sliding log: a ring of the last `limit` admission timestamps.
-    SlidingLog,
-}
-
-impl Algorithm {
-    /// All five algorithms, in declaration order.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// assert_eq!(tollgate::Algorithm::ALL.len(), 5);
-    /// ```
-    pub const ALL: [Algorithm; 5] = [
-        Algorithm::TokenBucket,
-        Algorithm::LeakyBucket,
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-    ];
-
-    /// Whether this algorithm's state fits in one atomic `u64`.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use tollgate::Algorithm;
-    /// assert!(Algorithm::TokenBucket.is_packed());
-    /// assert!(!Algorithm::SlidingLog.is_packed());
-    /// ```
-    #[must_use]
-    pub const fn is_packed(self) -> bool {
-        !matches!(self, Algorithm::SlidingLog)
-    }
-}
 
 /// Validated parameters of any algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,7 +124,7 @@ impl Params {
 }
 
 /// A window algorithm's parameters (period, limit, and the shift of its packed
-/// state's index) as the words `sync::Swap` publishes: the period, then
+/// state's index) as the words `sync::Replaceable` publishes: the period, then
 /// `limit | shift << 32` (the other two unused).
 #[inline]
 pub(crate) fn window_words(period: u64, limit: u32, shift: u32) -> [u64; 4] {

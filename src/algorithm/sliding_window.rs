@@ -5,25 +5,37 @@
 //! `prev·(P − e) + (curr + n)·P ≤ limit·P`, in exact integer arithmetic (`u128`).
 
 use super::booking::{self, Booking, Reserved};
-use super::{count_bits, index_bits, min_window_period};
-use crate::{Algorithm, ConfigError, Decision, Quota};
+use super::{count_bits, index_bits, min_window_period, HORIZON_NS};
+use crate::{decision::Decision, error::ConfigError, quota::Algorithm, quota::Quota};
 use std::time::Duration;
 
 /// Validated sliding-window parameters.
 ///
-/// State layout, with `c = min(32, (64 − index_bits(P)) / 2)` (at least
-/// `count_bits(limit)`, checked at build; the layout depends on the period alone):
+/// State layout, with `c = count_field_bits(P) = min(32, (63 − index_bits(P)) / 2)`
+/// (at least `count_bits(limit)`, checked at build; the layout depends on the period
+/// alone):
 ///
 /// ```text
-///  63                 2c  2c-1        c  c-1        0
-/// +---------------------+--------------+-------------+
-/// |  window index k     |  prev count  |  curr count |
-/// +---------------------+--------------+-------------+
+///  63             2c+1  2c        c+1  c          1   0
+/// +-----------------+--------------+-------------+---+
+/// |  window index k |  prev count  |  curr count | b |
+/// +-----------------+--------------+-------------+---+
 /// ```
 ///
 /// `prev` is the count of window `k − 1`, `curr` that of window `k`. The index is the
 /// full `t / P`: `build` refuses quotas for which `HORIZON_NS / P` does not fit in
-/// `64 − 2c` bits, so it never wraps and an idle key always reads as expired.
+/// `63 − 2c` bits, so it never wraps and an idle key always reads as expired. `0` is
+/// window 0 with empty counts, unmarked, which decides as a fresh key.
+///
+/// `b`, the booked-ahead mark, tells the two ways a state can lie in a window later
+/// than a reading's apart, as the fixed window's does. Set (`b = 1`): a reservation
+/// moved the state into a window later than its own reading's (the rest of the windows
+/// it moved from is given up); nothing is admitted before that window starts, so
+/// nothing overtakes the booking. Clear: a newer reading wrote it (another thread's, or
+/// the clock stepped back), and an older reading is decided at the state's time (see
+/// [`view`](Self::view)). Every write by a reading in or after the state's window
+/// clears the mark: that window has started, so nobody can overtake a booking in it
+/// any more.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SlidingWindow {
     period: u64,
@@ -44,7 +56,7 @@ pub(crate) struct View {
     curr: u64,
 }
 
-/// The parameters as the words `sync::Swap` publishes (see `algorithm::window_words`).
+/// The parameters as the words `sync::Replaceable` publishes (see `algorithm::window_words`).
 impl crate::sync::Words for SlidingWindow {
     #[inline]
     fn as_words(&self) -> [u64; 4] {
@@ -62,6 +74,21 @@ impl crate::sync::Words for SlidingWindow {
     }
 }
 
+/// The booked-ahead mark (see [`SlidingWindow`]'s layout).
+const MARK: u64 = 1;
+
+/// The bits of each of a sliding window's two count fields for windows of `period` ns:
+/// half of what the full window index and the booked-ahead mark leave, at most 32 (the
+/// local layout, which the Redis mode's charge bound mirrors).
+pub(crate) const fn count_field_bits(period: u64) -> u32 {
+    let half = (63 - index_bits(period)) / 2;
+    if half < 32 {
+        half
+    } else {
+        32
+    }
+}
+
 impl SlidingWindow {
     pub(crate) fn new(quota: Quota, period: u64) -> Result<Self, ConfigError> {
         let limit = quota.limit();
@@ -72,17 +99,20 @@ impl SlidingWindow {
             period: quota.period(),
             min_period: Duration::from_nanos(min),
         };
-        if 2 * shift >= 64 {
+        // The index takes `63 − 2c` bits: one is the booked-ahead mark.
+        if 2 * shift >= 63 {
             return Err(too_fine(u64::MAX));
         }
-        let min = min_window_period(64 - 2 * shift);
+        let min = min_window_period(63 - 2 * shift);
         if period < min {
             return Err(too_fine(min));
         }
-        // Each count takes half of what the index leaves (the layout depends on the
-        // period alone), so `set_quota` can raise the limit without re-packing.
-        let shift = ((64 - index_bits(period)) / 2).min(32);
+        // Each count takes half of what the index and the mark leave (the layout
+        // depends on the period alone), so `set_quota` can raise the limit without
+        // re-packing.
+        let shift = count_field_bits(period);
         debug_assert!(shift >= count_bits(limit));
+        debug_assert!(HORIZON_NS / period < 1u64 << (63 - 2 * shift));
         Ok(SlidingWindow {
             period,
             limit,
@@ -112,21 +142,52 @@ impl SlidingWindow {
         }
     }
 
-    #[inline]
-    fn view(&self, state: u64, now: u64) -> View {
+    /// `(window index, prev, curr, booked-ahead mark)`.
+    #[inline(always)]
+    fn unpack(&self, state: u64) -> (u64, u64, u64, bool) {
         let mask = (1u64 << self.shift) - 1;
-        let stored = state >> (2 * self.shift);
-        let stored_prev = (state >> self.shift) & mask;
-        let stored_curr = state & mask;
-        // Time never runs backwards: a reading older than the state's window is
-        // decided in that window.
-        let k = (now / self.period).max(stored);
+        (
+            state >> (2 * self.shift + 1),
+            (state >> (self.shift + 1)) & mask,
+            (state >> 1) & mask,
+            state & MARK != 0,
+        )
+    }
+
+    #[inline(always)]
+    fn pack(&self, k: u64, prev: u64, curr: u64, marked: bool) -> u64 {
+        (k << (2 * self.shift + 1)) | (prev << (self.shift + 1)) | (curr << 1) | u64::from(marked)
+    }
+
+    /// The state `v` written with the mark `marked`.
+    #[inline(always)]
+    fn packed(&self, v: &View, marked: bool) -> u64 {
+        self.pack(v.k, v.prev, v.curr, marked)
+    }
+
+    /// The state viewed at the reading `now`, and whether it holds `now` back: a
+    /// reservation moved it into a window that starts after `now` (marked), so nothing
+    /// is admitted before that window starts.
+    ///
+    /// Time never runs backwards: a reading older than the state's window is decided at
+    /// the state's time, in its window with its counts. For a sliding window that time
+    /// is the earliest one consistent with the state, the start of its window (`e = 0`,
+    /// `e` computed from `max(now, k·P)`): the reading that wrote the state lay
+    /// somewhere in window `k`, and nothing in the state says where; at the window's
+    /// start the previous window weighs the most (`prev·(P − e)` only falls with `e`),
+    /// so the decision is the strictest of any time the state could stand for: it
+    /// never admits what a reading at the writer's own time would deny.
+    #[inline(always)]
+    fn view(&self, state: u64, now: u64) -> (View, bool) {
+        let (stored, stored_prev, stored_curr, marked) = self.unpack(state);
+        let current = now / self.period;
+        let k = current.max(stored);
         let (prev, curr) = match k - stored {
             0 => (stored_prev, stored_curr),
             1 => (stored_curr, 0),
             _ => (0, 0),
         };
-        self.at(k, now, prev, curr)
+        (self.at(k, now, prev, curr), marked && stored > current)
     }
 
     /// `prev·(P − e) + (curr + n)·P`, the weighted count of a request of cost `n`.
@@ -182,17 +243,19 @@ impl SlidingWindow {
     /// `now <= HORIZON_NS`, `cost <= limit`.
     #[inline(always)]
     pub(crate) fn step(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Decision) {
-        let v = self.view(state, now);
-        if v.k * self.period > now {
-            // The state has moved to a later window (a reservation booked into it, or
-            // a reading newer than this one): nothing is admitted before it starts, so
-            // requests are served after the bookings made before them.
+        let (v, held) = self.view(state, now);
+        if held {
+            // A reservation moved the state to a later window: the rest of the windows
+            // before it was given up with it, so nothing is admitted before it starts,
+            // and requests are served after the bookings made before them.
             return (None, self.queued(&v, now, cost));
         }
+        // A reading behind an unmarked state (a newer reading wrote it) is decided at
+        // the state's time (see `view`).
         let d = self.decide(&v, now, cost);
-        let next = (d.is_allowed() && cost > 0).then(|| {
-            (v.k << (2 * self.shift)) | (v.prev << self.shift) | (v.curr + u64::from(cost))
-        });
+        // Written by a reading in or behind an unmarked window: unmarked.
+        let next = (d.is_allowed() && cost > 0)
+            .then(|| self.pack(v.k, v.prev, v.curr + u64::from(cost), false));
         (next, d)
     }
 
@@ -202,13 +265,11 @@ impl SlidingWindow {
     /// state is stored computes after. `step(state, now, cost).0`, exactly.
     #[inline(always)]
     pub(crate) fn next_state(&self, state: u64, now: u64, cost: u32) -> Option<u64> {
-        let v = self.view(state, now);
+        let (v, held) = self.view(state, now);
         let budget = u128::from(self.limit) * u128::from(self.period);
         let admitted = cost > 0 && self.weight(v.prev, v.e, v.curr, cost) <= budget;
-        // A state in a later window admits nothing before it starts (see `step`).
-        (admitted && v.k * self.period <= now).then(|| {
-            (v.k << (2 * self.shift)) | (v.prev << self.shift) | (v.curr + u64::from(cost))
-        })
+        // A booking's later window admits nothing before it starts (see `step`).
+        (admitted && !held).then(|| self.pack(v.k, v.prev, v.curr + u64::from(cost), false))
     }
 
     /// The decision for `cost` on `v` at the reading `now`. A stale reading is decided
@@ -242,9 +303,12 @@ impl SlidingWindow {
         }
     }
 
-    /// The denial of a request read at `now`, before the state's later window `v.k`
-    /// starts. Its reset time is the state's own (the denied request counts in
-    /// nothing), measured from the reading. Rare: kept off the hot path.
+    /// The denial of a request read at `now`, before the window `v.k` a booking moved
+    /// the state into starts. Its reset time is the state's own (the denied request
+    /// counts in nothing), measured from the reading, and never before that window
+    /// starts: nothing is admitted before then, even when a give-back emptied its counts
+    /// (the state is idle from then, see [`idle_at`](Self::idle_at)). Rare: kept off the
+    /// hot path.
     ///
     /// A cost of 0 asks for nothing: allowed, with nothing remaining. A cost that
     /// would not fit even once the window starts waits for what `decide` then asks.
@@ -252,10 +316,8 @@ impl SlidingWindow {
     #[inline(never)]
     fn queued(&self, v: &View, now: u64, cost: u32) -> Decision {
         let start = v.k * self.period;
-        let reset = match self.wait(v, self.limit) {
-            0 => 0,
-            w => (start + v.e + w) - now,
-        };
+        // `v.e` is 0: the reading is before the window.
+        let reset = (start - now) + self.wait(v, self.limit);
         if cost == 0 {
             return Decision::allow(self.limit, 0, reset, 0);
         }
@@ -267,14 +329,17 @@ impl SlidingWindow {
     /// there may be only the reading's age (see `Step::ahead`).
     #[inline(always)]
     pub(crate) fn ahead(&self, state: u64, now: u64) -> bool {
-        (state >> (2 * self.shift)) * self.period > now
+        (state >> (2 * self.shift + 1)) * self.period > now
     }
 
-    /// Books `cost` at the earliest time it fits if nothing else arrives (the exact
-    /// wait `decide` reports), counting it in that time's window: in the current one
-    /// (later requests then see it, and since the previous window's weight only
-    /// decreases they fit no sooner than it), or in a later one, which then admits
-    /// nothing before it starts. Strict order of booking. `Err(wait)` beyond `max_wait`.
+    /// Books `cost` (at least 1) at the earliest time it fits if nothing else arrives
+    /// (the exact wait `decide` reports), counting it in that time's window: in the
+    /// state's one (later requests then see it, and since the previous window's weight
+    /// only decreases they fit no sooner than it), or in a later one, which the state
+    /// moves to, marked, and which then admits nothing before it starts (the rest of the
+    /// windows it moved from is given up). Strict order of booking. A reading behind an
+    /// unmarked state books at the state's time, as `step` decides it: at once when it
+    /// fits there. `Err(wait)` beyond `max_wait`.
     pub(crate) fn reserve(
         &self,
         state: u64,
@@ -282,11 +347,19 @@ impl SlidingWindow {
         cost: u32,
         max_wait: u64,
     ) -> (Option<u64>, Reserved) {
-        let v = self.view(state, now);
+        let (v, held) = self.view(state, now);
+        // The state's time (the reading's, unless it is behind the state's window).
         let from = v.k * self.period + v.e;
-        let at = from + self.wait(&v, cost);
+        let fits_in = self.wait(&v, cost);
+        let k = (from + fits_in) / self.period;
+        // Waits are measured from the reading: one that fits at the state's time is
+        // admitted now, as `step` admits it; any other waits until its time comes.
+        let at = if fits_in == 0 && !held {
+            now
+        } else {
+            from + fits_in
+        };
         let wait = at - now;
-        let k = at / self.period;
         if let Some(late) = booking::Late::check(wait, max_wait, at, now) {
             return (None, Err(late));
         }
@@ -295,18 +368,40 @@ impl SlidingWindow {
             1 => (v.curr, u64::from(cost)),
             _ => (0, u64::from(cost)),
         };
-        let next = (k << (2 * self.shift)) | (prev << self.shift) | curr;
+        // Moved: marked. Joined the state's window: still marked while it is a
+        // booking's later window, cleared once a reading in it writes it.
+        let moved = k > v.k;
+        let next = self.pack(k, prev, curr, moved || held);
         let decision = self.decide(&self.at(k, at, prev, curr), at, 0);
         let booking = Booking::Window {
             index: k,
             cost,
-            later: booking::Later::of(k * self.period, now, state, next),
+            // Only the booking that moved the state knows the windows it moved from.
+            later: moved.then_some(booking::Later {
+                before: state,
+                after: next,
+            }),
         };
         booking::stored(next, wait, decision, booking)
     }
 
     /// Gives back a booking of `cost` in window `index` while the state's current
-    /// window is still that one (see the fixed window's rule, `later` included).
+    /// window is still that one, whatever the order of cancels, as the fixed window
+    /// does: a window's count is a sum, and every booking in it is given back by taking
+    /// its cost from it (a later window means the count was superseded, and nothing is
+    /// given back). The one part that needs order is the windows a booking moved the
+    /// state from (`later`), whose rest it gave up: while the state is still exactly
+    /// `after` (the booking's count alone, the mark still set), a cancel restores
+    /// `before`, the key back in its window with every count it had there; nothing was
+    /// admitted in between (every request queued behind the booking), so that is the
+    /// state without it.
+    ///
+    /// Otherwise the state keeps its mark, and the rest of the windows it was moved
+    /// from stays given up: a marked window whose counts a give-back emptied still
+    /// holds readings before it back, and is not idle until it starts (see
+    /// [`idle_at`](Self::idle_at)). Clearing the mark instead would decide readings
+    /// there at the marked window's start and admit what the move gave up, while the
+    /// windows it moved from (which the state no longer counts) keep their admissions.
     pub(crate) fn refund(
         &self,
         state: u64,
@@ -314,22 +409,23 @@ impl SlidingWindow {
         cost: u32,
         later: Option<booking::Later>,
     ) -> Option<u64> {
-        if let Some(later) = later {
-            return later.refund(state);
+        if let Some(before) = later.and_then(|l| l.refund(state)) {
+            return Some(before);
         }
-        let stored = state >> (2 * self.shift);
-        let curr = state & ((1u64 << self.shift) - 1);
+        let (stored, prev, curr, marked) = self.unpack(state);
         if stored != index || curr < u64::from(cost) {
             return None;
         }
-        Some(state - u64::from(cost))
+        Some(self.pack(stored, prev, curr - u64::from(cost), marked))
     }
 
     /// A charge of `cost` at `now`, counted whatever is left: the weighted count
     /// `prev·(P − e) + curr·P` may pass `limit·P` by at most `max_owed·P` (and the
     /// current count what its field holds);
     /// the excess weighs into the next window as any count does. A state booked into a
-    /// later window is charged there. The part past the bound is dropped, and reported.
+    /// later window is charged there (nothing is admitted before it anyway), as is one
+    /// a newer reading wrote (the reading's time is the state's, see `view`). The part
+    /// past the bound is dropped, and reported.
     pub(crate) fn charge(
         &self,
         state: u64,
@@ -337,7 +433,7 @@ impl SlidingWindow {
         cost: u32,
         max_owed: u32,
     ) -> (Option<u64>, Reserved) {
-        let v = self.view(state, now);
+        let (v, held) = self.view(state, now);
         let field = (1u64 << self.shift) - 1;
         // The bound is on the weighted count, as `owed` is: `prev·(P − e) + (curr +
         // taken)·P ≤ (limit + max_owed)·P`, and the count must fit its field.
@@ -362,10 +458,12 @@ impl SlidingWindow {
             dropped: cost - taken as u32,
             given: 0,
         };
-        let next = (v.k << (2 * self.shift)) | (v.prev << self.shift) | after.curr;
+        let next = self.packed(&after, held);
+        // Nothing taken writes nothing: decided on the state as it stands.
+        let decided = if taken > 0 { next } else { state };
         let booked = booking::Booked {
             wait: 0,
-            decision: self.step(next, now, 1).1,
+            decision: self.step(decided, now, 1).1,
             booking: Booking::Window {
                 index: v.k,
                 cost: taken as u32,
@@ -379,12 +477,21 @@ impl SlidingWindow {
     /// Gives `cost` back at `now` to the counts that still weigh, the current window's
     /// first, then the previous one's, never below empty counts.
     pub(crate) fn give_back(&self, state: u64, now: u64, cost: u32) -> (Option<u64>, Reserved) {
-        let v = self.view(state, now);
+        let (v, held) = self.view(state, now);
         let from_curr = u64::from(cost).min(v.curr);
         let from_prev = (u64::from(cost) - from_curr).min(v.prev);
         let given = from_curr + from_prev;
-        let next =
-            (v.k << (2 * self.shift)) | ((v.prev - from_prev) << self.shift) | (v.curr - from_curr);
+        let after = View {
+            prev: v.prev - from_prev,
+            curr: v.curr - from_curr,
+            ..v
+        };
+        // Still marked while the booking's window has not started (see `refund`).
+        let next = if given > 0 {
+            self.packed(&after, held)
+        } else {
+            state
+        };
         let booked = booking::Booked {
             wait: 0,
             decision: self.step(next, now, 1).1,
@@ -400,29 +507,31 @@ impl SlidingWindow {
     /// What an admission of `cost` that left `state` booked.
     pub(crate) fn booking(&self, state: u64, cost: u32) -> Booking {
         Booking::Window {
-            index: state >> (2 * self.shift),
+            index: self.unpack(state).0,
             cost,
             later: None,
         }
     }
 
-    /// Idle when neither count weighs anything now or later.
+    /// Idle when neither count weighs anything now or later, and no booking's window
+    /// holds the reading back.
     #[inline]
     pub(crate) fn is_idle(&self, state: u64, now: u64) -> bool {
-        let v = self.view(state, now);
-        v.curr == 0 && v.prev == 0
+        let (v, held) = self.view(state, now);
+        v.curr == 0 && v.prev == 0 && !held
     }
 
     /// The time from which `state` is idle: a current count weighs until the end of
-    /// the next window, a previous count until the end of the current one.
+    /// the next window, a previous count until the end of the current one; a marked
+    /// state with empty counts (a give-back emptied a booking's window, see
+    /// [`refund`](Self::refund)) holds readings back until its window starts.
     #[inline]
     pub(crate) fn idle_at(&self, state: u64) -> u64 {
-        let mask = (1u64 << self.shift) - 1;
-        let stored = state >> (2 * self.shift);
-        let (prev, curr) = ((state >> self.shift) & mask, state & mask);
-        let windows = match (prev, curr) {
-            (0, 0) => return 0,
-            (_, 0) => 1,
+        let (stored, prev, curr, marked) = self.unpack(state);
+        let windows = match (prev, curr, marked) {
+            (0, 0, false) => return 0,
+            (0, 0, true) => 0,
+            (_, 0, _) => 1,
             _ => 2,
         };
         (stored + windows).saturating_mul(self.period)
@@ -433,16 +542,15 @@ impl SlidingWindow {
     /// counts then, `w = prev·rest + curr·P` (requests × P ns, under 2⁹⁵), then its idle
     /// stamp, as one number: `w·2 + (curr > 0)` (a live state of the current window
     /// with a current count goes idle a window after one with only a previous count).
-    /// A state booked into a later window (a reservation: it admits nothing before that
-    /// window starts, so forgetting it can over-admit a whole quota) ranks above every
-    /// state of the current one, by how many windows ahead (from bit 96), then as above
-    /// at that window's start (`rest = P`). `view` without its division, and two
-    /// 64-bit products.
+    /// A state in a later window (a reservation: it admits nothing before that window
+    /// starts, so forgetting it can over-admit a whole quota; or a newer reading's,
+    /// whose counts the older readings are decided on) ranks above every state of the
+    /// current one, by how many windows ahead (from bit 96), then as above at that
+    /// window's start (`rest = P`). The mark says nothing of what was used, so it orders
+    /// nothing. `view` without its division, and two 64-bit products.
     #[inline]
     pub(crate) fn evict_rank(&self, state: u64, current: u64, rest: u64) -> u128 {
-        let stored = state >> (2 * self.shift);
-        let mask = (1u64 << self.shift) - 1;
-        let (stored_prev, stored_curr) = ((state >> self.shift) & mask, state & mask);
+        let (stored, stored_prev, stored_curr, _) = self.unpack(state);
         let (prev, curr, ahead, rest) = if stored == current {
             (stored_prev, stored_curr, 0, rest)
         } else if stored > current {

@@ -5,7 +5,7 @@
 use super::booking::Book;
 use super::packed::Step;
 use super::*;
-use crate::Quota;
+use crate::quota::Quota;
 
 fn packed(algorithm: Algorithm, quota: Quota) -> PackedParams {
     match Params::new(algorithm, quota).expect("valid quota") {

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// An opt-in clock read from a timestamp that a background thread refreshes every
 /// `granularity` (quanta's upkeep thread and `Clock::recent`, one per process): a
 /// reading is one atomic load instead of a time-stamp-counter read and its scaling,
-/// which is about a quarter of a keyed hit with [`QuantaClock`](crate::QuantaClock).
+/// which is about a quarter of a keyed hit with [`QuantaClock`](crate::clock::QuantaClock).
 ///
 /// **What it costs in exactness.** A reading is the time of the last refresh, so it lags
 /// the true time by up to one `granularity`, more while the refreshing thread waits
@@ -18,7 +18,7 @@ use std::time::Duration;
 /// Requests decided within one refresh share one reading. Windows switch up to one
 /// granularity late. Keep `granularity` well below the quota's emission interval
 /// (`period / limit`) for decisions to stay close to the exact clock's; the default
-/// [`QuantaClock`](crate::QuantaClock) remains exact.
+/// [`QuantaClock`](crate::clock::QuantaClock) remains exact.
 ///
 /// The refreshing thread is started by the first `CoarseClock` of the process and
 /// shared by all; it runs until the process exits (a thread stopped and restarted

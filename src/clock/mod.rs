@@ -13,6 +13,11 @@ use crate::sync::{Arc, AtomicU64, Ordering, PlainAtomicU64};
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The latest time the engine represents: 2^62 ns, about 146 years after the clock's
+/// zero. Readings past it are treated as this time; quotas whose spans exceed it are
+/// refused at build time.
+pub(crate) const HORIZON_NS: u64 = 1 << 62;
+
 /// A source of monotonic-ish time, in nanoseconds since the clock's zero.
 ///
 /// Implement it to drive a limiter from your own time source (a simulation, a

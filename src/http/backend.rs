@@ -8,7 +8,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::sync::StdArc as Arc;
-use crate::{Clock, Decision, InsufficientCapacity, KeyedRateLimiter, Quota, RateLimiter};
+use crate::{
+    clock::Clock, decision::Decision, error::InsufficientCapacity, keyed::KeyedRateLimiter,
+    limiter::RateLimiter, quota::Quota,
+};
 
 /// Why a [`Backend`] could not decide.
 ///
@@ -181,12 +184,15 @@ pub struct Undo(pub(crate) crate::reservation::Undo);
 /// An in-process admission of `cost` through `book`: the decision (or the error of a
 /// cost that can never fit), and when admitted the token that gives it back.
 fn booked<'a>(
-    booked: Result<(Decision, Option<crate::Reservation<'a>>), crate::InsufficientCapacity>,
+    booked: Result<
+        (Decision, Option<crate::reservation::Reservation<'a>>),
+        crate::error::InsufficientCapacity,
+    >,
 ) -> (Acquire, Option<Undo>) {
     match booked {
         Ok((d, reservation)) => {
             let undo = reservation
-                .and_then(crate::Reservation::into_undo)
+                .and_then(crate::reservation::Reservation::into_undo)
                 .map(Undo);
             (Acquire::ready(Ok(d)), undo)
         }
@@ -337,7 +343,7 @@ impl<C: Clock> Backend<()> for RateLimiter<C> {
     }
 
     fn acquire_undoable(&self, _key: &(), cost: u32) -> (Acquire, Option<Undo>) {
-        booked(crate::multi::sealed::Sealed::book(self, cost))
+        booked(crate::reservation::sealed::Bookable::book(self, cost))
     }
 
     fn undo(&self, _key: &(), undo: Undo) -> bool {
@@ -364,7 +370,10 @@ where
     }
 
     fn acquire_undoable(&self, key: &K, cost: u32) -> (Acquire, Option<Undo>) {
-        booked(crate::multi::sealed::Sealed::book(&self.limit(key), cost))
+        booked(crate::reservation::sealed::Bookable::book(
+            &self.limit(key),
+            cost,
+        ))
     }
 
     fn undo(&self, _key: &K, undo: Undo) -> bool {
@@ -410,8 +419,8 @@ impl<K: ?Sized, B: Backend<K>> Backend<K> for Arc<B> {
 #[cfg(feature = "redis")]
 pub(super) mod redis_backends {
     use super::{Acquire, Backend, BackendError};
+    use crate::quota::Quota;
     use crate::redis::{Error, HybridRateLimiter, RedisRateLimiter};
-    use crate::Quota;
 
     pub(in crate::http) fn convert(e: Error) -> BackendError {
         match e {

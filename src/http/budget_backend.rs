@@ -5,7 +5,7 @@ use std::hash::Hash;
 
 use super::backend::{Acquire, Backend};
 use crate::sync::StdArc as Arc;
-use crate::{Clock, KeyedRateLimiter, RateLimiter};
+use crate::{clock::Clock, keyed::KeyedRateLimiter, limiter::RateLimiter};
 
 /// A [`Backend`] that can also be charged after the fact: what a budget policy
 /// ([`Policy::budget`](super::Policy::budget)) needs.

@@ -9,10 +9,10 @@ use http::StatusCode;
 
 use super::backend::{Acquire, BackendError, Undo};
 use super::budget::{Admitted, BoundBudget};
-use super::budget_policy::BudgetSide;
+use super::policy::BudgetSide;
 use super::policy::{MissingKey, Policy};
+use crate::decision::Decision;
 use crate::sync::{OnceLock, StdArc as Arc};
-use crate::Decision;
 
 /// What one policy said about this request.
 #[derive(Debug)]

@@ -156,7 +156,7 @@ impl KeyExtractor for MethodRoute {
 }
 
 /// Every request has the same key `()`: one budget for the whole service, for a
-/// [`RateLimiter`](crate::RateLimiter).
+/// [`RateLimiter`](crate::limiter::RateLimiter).
 ///
 /// # Example
 ///

@@ -11,8 +11,11 @@
 //!   (RESOURCE_EXHAUSTED), and with the `grpc` feature RetryInfo and QuotaFailure details.
 //!
 //! Allowed responses carry `RateLimit-Policy` and `RateLimit` too
-//! ([`RateLimitLayer::headers_on_allowed`]). Several policies are all-or-nothing: a request
-//! denied by one consumes nothing from the others.
+//! ([`RateLimitLayer::headers_on_allowed`]); a shadow policy ([`Policy::shadow`]) is in
+//! them only when it asks ([`Policy::shadow_headers`]). The policies of one layer are
+//! all-or-nothing: a request one of them denies consumes nothing from the others.
+//! Stacked layers are not: a request an inner layer denies has been counted by the
+//! layers outside it, so limits that must hold together belong in one layer.
 //!
 //! # Example
 //!
@@ -81,7 +84,6 @@ mod backend;
 mod body;
 mod budget;
 mod budget_backend;
-mod budget_policy;
 mod client_ip;
 mod decide;
 #[cfg(feature = "grpc")]

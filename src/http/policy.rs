@@ -1,4 +1,5 @@
-//! A policy: a named limiter, how to key a request, what it costs.
+//! A policy: a named limiter, how to key a request, what it costs; and a budget policy
+//! ([`Policy::budget`]): its constructors and its type-erased charging side.
 
 use std::fmt;
 
@@ -6,12 +7,13 @@ use http::request::Parts;
 use http::StatusCode;
 
 use super::backend::{Acquire, Backend, Undo};
-use super::budget_policy::BudgetSide;
+use super::budget::{BoundBudget, KeyBudget};
+use super::budget_backend::BudgetBackend;
 use super::key::KeyExtractor;
+use crate::quota::Quota;
 use crate::sync::{
     Ordering, PlainAtomicBool as AtomicBool, PlainAtomicU64 as AtomicU64, StdArc as Arc,
 };
-use crate::Quota;
 
 /// What a policy does with a request whose key cannot be extracted (no peer address, no
 /// API-key header, an `unknown` forwarded address).
@@ -70,7 +72,7 @@ pub(crate) trait KeyedBackend: Send + Sync {
     fn missing_reason(&self, parts: &Parts) -> String;
 }
 
-/// A limiter bound to a key extractor (the budget side's too: `budget_policy`).
+/// A limiter bound to a key extractor (the budget side's too: see `KeyedBudget` below).
 pub(super) struct Bound<L, E> {
     pub(super) limiter: L,
     pub(super) key: E,
@@ -144,6 +146,8 @@ pub struct Policy {
     pub(crate) name: Arc<str>,
     pub(crate) backend: Arc<dyn KeyedBackend>,
     pub(crate) shadow: bool,
+    /// Whether a shadow policy's decisions go into the responses' rate-limit fields.
+    shadow_headers: bool,
     cost: Option<Arc<CostFn>>,
     pub(crate) missing: MissingKey,
     /// Set for a budget policy ([`Policy::budget`]): admitted by a peek, charged after.
@@ -192,6 +196,7 @@ impl Policy {
         Policy {
             backend,
             shadow: false,
+            shadow_headers: false,
             cost: None,
             missing: MissingKey::default(),
             budget,
@@ -203,9 +208,15 @@ impl Policy {
         }
     }
 
-    /// Shadow mode: requests are decided, counted and reported in the headers, but a
-    /// denial is never enforced (try a new limit on live traffic). A shadow policy takes
-    /// no part in the all-or-nothing rule: it is asked after the enforced policies admit.
+    /// Shadow mode: requests are decided and counted (in the metrics, feature `metrics`),
+    /// but a denial is never enforced (try a new limit on live traffic). A shadow policy
+    /// takes no part in the all-or-nothing rule: it is asked after the enforced policies
+    /// admit.
+    ///
+    /// Its decisions are not sent to clients: a client that read `RateLimit` fields for
+    /// a limit nobody enforces could slow down for nothing. Neither `RateLimit-Policy`,
+    /// `RateLimit` nor the legacy `X-RateLimit-*` fields name it, unless
+    /// [`shadow_headers(true)`](Self::shadow_headers) asks for them.
     ///
     /// # Example
     ///
@@ -221,6 +232,56 @@ impl Policy {
     pub fn shadow(mut self) -> Self {
         self.shadow = true;
         self
+    }
+
+    /// Whether a shadow policy ([`shadow`](Self::shadow)) reports its decisions to
+    /// clients in `RateLimit-Policy`, `RateLimit` (and `X-RateLimit-*` when the layer
+    /// adds them), like an enforced policy: default false, since a client may back off
+    /// from a limit that is not enforced. Turn it on where the clients are your own and
+    /// you want to watch what they would be told. An enforced policy always reports;
+    /// on it this setting does nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{ClientIp, Policy, RateLimitLayer};
+    /// # use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// # let per_ip = KeyedRateLimiter::<std::net::IpAddr>::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build()?;
+    /// // Decided, never enforced, and shown to clients as `"ip-trial";r=..;t=..`.
+    /// let trial = Policy::new("ip-trial", per_ip, ClientIp::peer())
+    ///     .shadow()
+    ///     .shadow_headers(true);
+    /// assert!(trial.is_shadow() && trial.has_shadow_headers());
+    /// let layer = RateLimitLayer::new(trial);
+    /// # let _ = layer;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn shadow_headers(mut self, on: bool) -> Self {
+        self.shadow_headers = on;
+        self
+    }
+
+    /// Whether [`shadow_headers`](Self::shadow_headers) is on.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{Global, Policy};
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// # let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1)).build()?;
+    /// assert!(!Policy::new("g", l, Global).shadow().has_shadow_headers());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn has_shadow_headers(&self) -> bool {
+        self.shadow_headers
+    }
+
+    /// Whether this policy's decisions go into the responses' rate-limit fields: an
+    /// enforced policy's always, a shadow policy's only when asked for.
+    pub(crate) fn in_headers(&self) -> bool {
+        !self.shadow || self.shadow_headers
     }
 
     /// Whether this policy is in shadow mode.
@@ -401,6 +462,7 @@ impl fmt::Debug for Policy {
             .field("name", &self.name)
             .field("quota", &self.quota())
             .field("shadow", &self.shadow)
+            .field("shadow_headers", &self.shadow_headers)
             .field("missing", &self.missing)
             .field("budget", &self.is_budget())
             .finish_non_exhaustive()
@@ -411,7 +473,7 @@ impl fmt::Debug for Policy {
 mod tests {
     use super::*;
     use crate::http::Global;
-    use crate::{Algorithm, RateLimiter};
+    use crate::{limiter::RateLimiter, quota::Algorithm};
 
     #[test]
     fn fails_closed_by_default_and_reports_once_per_policy_and_its_clones() {
@@ -429,5 +491,138 @@ mod tests {
             .build()
             .unwrap();
         assert!(Policy::new("other", l, Global).report_missing_once("another policy"));
+    }
+}
+
+/// The type-erased budget side of a budget policy ([`Policy::budget`]).
+pub(crate) trait KeyedBudget: Send + Sync {
+    /// This request's key bound to the limiter, to peek now and charge later; `None`
+    /// when the request has no key.
+    fn bind(&self, parts: &Parts, max_owed: Option<u32>) -> Option<Box<dyn BoundBudget>>;
+}
+
+impl<L, E> KeyedBudget for Bound<Arc<L>, E>
+where
+    E: KeyExtractor,
+    L: BudgetBackend<E::Key>,
+{
+    fn bind(&self, parts: &Parts, max_owed: Option<u32>) -> Option<Box<dyn BoundBudget>> {
+        let key = self.key.extract(parts)?;
+        Some(Box::new(KeyBudget {
+            limiter: Arc::clone(&self.limiter),
+            key,
+            max_owed,
+        }))
+    }
+}
+
+/// A budget policy's charging side and the most a key may owe after a charge.
+#[derive(Clone)]
+pub(crate) struct BudgetSide {
+    pub(crate) backend: Arc<dyn KeyedBudget>,
+    pub(crate) max_owed: Option<u32>,
+}
+
+impl Policy {
+    /// A budget policy: a cost known only once the response is done (tokens an LLM
+    /// generated, bytes streamed, rows scanned), checked before and charged after.
+    ///
+    /// A request is admitted when its key has anything left (at least the policy's
+    /// [`cost`](Self::cost), 1 by default), by a peek that takes nothing. The layer then
+    /// inserts a [`Budget`](super::Budget) handle into the request's extensions, the
+    /// handler records the real cost in it, and the layer charges that total to the
+    /// limiter when the response body ends or is dropped, exactly once (see
+    /// [`Budget`](super::Budget) for the whole protocol). The charge is never denied:
+    /// past the quota the key owes the excess, at most one burst (see
+    /// [`budget_owing`](Self::budget_owing)), and its next requests are refused until it
+    /// is paid off, with a `Retry-After` that says when.
+    ///
+    /// The limiter must be a [`BudgetBackend`]: [`RateLimiter`](crate::limiter::RateLimiter)
+    /// (key [`Global`](super::Global)), [`KeyedRateLimiter`](crate::keyed::KeyedRateLimiter), or
+    /// with the `redis` feature either Redis limiter (key `String`; see
+    /// [`BudgetBackend`] for how each peeks and charges), by value or in an `Arc`.
+    ///
+    /// Other policies of the same layer are unchanged, and still all-or-nothing with
+    /// it: a budget policy is asked first, and a request it refuses takes nothing from
+    /// the others.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::http::{HeaderKey, Policy};
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// // 100,000 tokens an hour per API key, refilled smoothly.
+    /// let tokens = Arc::new(
+    ///     KeyedRateLimiter::<String>::builder(Algorithm::TokenBucket, Quota::per_hour(100_000)).build()?,
+    /// );
+    /// let policy = Policy::budget("tokens", Arc::clone(&tokens), HeaderKey::new("x-api-key")?);
+    /// assert!(policy.is_budget());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn budget<L, E>(name: impl Into<String>, limiter: L, key: E) -> Self
+    where
+        E: KeyExtractor,
+        L: BudgetBackend<E::Key>,
+    {
+        Policy::budget_with(name.into(), limiter, key, None)
+    }
+
+    /// [`budget`](Self::budget), with the most a key may owe past its quota after a
+    /// charge set to `max_owed` (the default is one burst): the part of a cost past it
+    /// is not counted. A larger bound makes one very expensive request wait longer; a
+    /// smaller one forgives more.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use tollgate::http::{HeaderKey, Policy};
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    ///
+    /// // 1,000 tokens a minute; one answer may put a key up to 10 minutes in debt.
+    /// let tokens = KeyedRateLimiter::<String>::builder(Algorithm::TokenBucket, Quota::per_minute(1_000)).build()?;
+    /// let policy = Policy::budget_owing("tokens", tokens, HeaderKey::new("x-api-key")?, 10_000);
+    /// assert!(policy.is_budget());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn budget_owing<L, E>(name: impl Into<String>, limiter: L, key: E, max_owed: u32) -> Self
+    where
+        E: KeyExtractor,
+        L: BudgetBackend<E::Key>,
+    {
+        Policy::budget_with(name.into(), limiter, key, Some(max_owed))
+    }
+
+    fn budget_with<L, E>(name: String, limiter: L, key: E, max_owed: Option<u32>) -> Self
+    where
+        E: KeyExtractor,
+        L: BudgetBackend<E::Key>,
+    {
+        let bound = Arc::new(Bound {
+            limiter: Arc::new(limiter),
+            key,
+        });
+        let side = BudgetSide {
+            backend: Arc::clone(&bound) as Arc<dyn KeyedBudget>,
+            max_owed,
+        };
+        Policy::with(name, bound, Some(side))
+    }
+
+    /// Whether this is a budget policy ([`budget`](Self::budget)).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use tollgate::http::{Global, Policy};
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// # let l = RateLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1)).build()?;
+    /// assert!(!Policy::new("g", l, Global).is_budget());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn is_budget(&self) -> bool {
+        self.budget.is_some()
     }
 }

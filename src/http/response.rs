@@ -65,13 +65,13 @@ fn header(s: String) -> HeaderValue {
     HeaderValue::from_maybe_shared(Bytes::from(s)).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// `RateLimit-Policy: "ip";q=3;w=60, "global";q=1000;w=1` over every policy: `q` the
-/// quota's limit (never the burst), `w` its period in whole seconds (rounded up, at
-/// least 1).
+/// `RateLimit-Policy: "ip";q=3;w=60, "global";q=1000;w=1` over every policy whose
+/// decisions clients are told (not a shadow policy, unless it asks): `q` the quota's
+/// limit (never the burst), `w` its period in whole seconds (rounded up, at least 1).
 pub(crate) fn policy_header(policies: &[Policy]) -> HeaderValue {
     let mut s = String::new();
-    for (i, p) in policies.iter().enumerate() {
-        if i > 0 {
+    for p in policies.iter().filter(|p| p.in_headers()) {
+        if !s.is_empty() {
             s.push_str(", ");
         }
         let q = p.quota();
@@ -90,10 +90,11 @@ fn t_secs(r: &Report) -> u64 {
     }
 }
 
-/// `RateLimit: "ip";r=2;t=41` for every policy that decided this request.
+/// `RateLimit: "ip";r=2;t=41` for every policy that decided this request, but a shadow
+/// policy that does not ask to be shown.
 pub(crate) fn ratelimit_header(policies: &[Policy], reports: &[Report]) -> Option<HeaderValue> {
     let mut s = String::with_capacity(32 * reports.len());
-    for r in reports {
+    for r in reports.iter().filter(|r| policies[r.policy].in_headers()) {
         let Some(d) = r.decision else { continue };
         if !s.is_empty() {
             s.push_str(", ");
@@ -166,9 +167,10 @@ pub(crate) fn fields(
         }
     }
     if opts.legacy {
-        // The most constrained decision: the fewest remaining.
+        // The most constrained decision shown to clients: the fewest remaining.
         if let Some((r, d)) = reports
             .iter()
+            .filter(|r| policies[r.policy].in_headers())
             .filter_map(|r| r.decision.map(|d| (r, d)))
             .min_by_key(|(_, d)| d.remaining())
         {

@@ -11,7 +11,7 @@ use crate::sync::{CopyCell, Mutex};
 use crate::table::geometry::{Geometry, MAX_KEYS};
 use crate::table::log::LogTable;
 use crate::table::packed::PackedTable;
-use crate::{Algorithm, Clock, ConfigError, QuantaClock, Quota};
+use crate::{clock::Clock, clock::QuantaClock, error::ConfigError, quota::Algorithm, quota::Quota};
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
@@ -411,7 +411,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiterBuilder<K, C> {
     ///
     /// # Errors
     ///
-    /// Every [`ConfigError`] of [`RateLimiter`](crate::RateLimiter)'s builder for the
+    /// Every [`ConfigError`] of [`RateLimiter`](crate::limiter::RateLimiter)'s builder for the
     /// quota; [`ConfigError::InvalidCapacity`] for `max_keys` of 0, above 2³² (less
     /// on 32-bit targets), or a table that cannot be allocated (its `requested` is the
     /// key count asked for); [`ConfigError::InvalidShards`] for a shard count that is

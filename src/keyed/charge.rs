@@ -2,15 +2,15 @@
 
 use super::KeyedRateLimiter;
 use crate::store::{by_algorithm, verbs, Store};
-use crate::{Charge, Clock};
+use crate::{charge::Charge, clock::Clock};
 use std::hash::Hash;
 
 impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// Charges `n` to `key` whatever is left, never denied (see
-    /// [`RateLimiter::charge`](crate::RateLimiter::charge)): the key then owes what went
+    /// [`RateLimiter::charge`](crate::limiter::RateLimiter::charge)): the key then owes what went
     /// past its quota, at most one burst, and its next requests wait the debt out. A
     /// new key is inserted as `check` would insert it; under
-    /// [`OnFull::Deny`](crate::OnFull::Deny) or [`OnFull::Allow`](crate::OnFull::Allow)
+    /// [`OnFull::Deny`](crate::table::claim::OnFull::Deny) or [`OnFull::Allow`](crate::table::claim::OnFull::Allow)
     /// a new key that finds no slot is not counted ([`Charge::tracked`] is `false`).
     ///
     /// # Example
@@ -34,7 +34,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
 
     /// [`charge`](Self::charge) with the most the key may owe after it set to
     /// `max_owed` requests past its quota (see
-    /// [`RateLimiter::charge_owing`](crate::RateLimiter::charge_owing)).
+    /// [`RateLimiter::charge_owing`](crate::limiter::RateLimiter::charge_owing)).
     ///
     /// # Example
     ///
@@ -50,7 +50,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
 
     /// Gives `n` back to `key`, never below an empty state; returns how many requests
     /// were given back (0 for a key the table does not hold). For a caller that keeps
-    /// no [`Charge`]; see [`RateLimiter::give_back`](crate::RateLimiter::give_back).
+    /// no [`Charge`]; see [`RateLimiter::give_back`](crate::limiter::RateLimiter::give_back).
     ///
     /// # Example
     ///

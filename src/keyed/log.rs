@@ -1,15 +1,15 @@
 //! The keyed verbs on the sliding log's table: [`Store`] for `LogTable`.
 
+use crate::algorithm::booking::Origin;
 use crate::algorithm::booking::{Book, Booked, Booking};
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
-use crate::reservation::Origin;
-use crate::store::{Booked1, KeyedStore, Reserved1, Store};
+use crate::store::{BookingOutcome, KeyedStore, ReservationOutcome, Store};
 use crate::table::counters::Totals;
 use crate::table::log::LogTable;
-use crate::table::packed::Placed;
+use crate::table::packed::Applied;
 
 impl Store for LogTable {
     type Params = SlidingLog;
@@ -34,8 +34,8 @@ impl Store for LogTable {
         p: SlidingLog,
     ) -> Option<Decision> {
         // A log converts nothing at a quota change: never stale.
-        if self.far() {
-            return Some(LogTable::decide_far(self, h, now(), cost, p));
+        if self.beyond_caches() {
+            return Some(LogTable::decide_beyond_caches(self, h, now(), cost, p));
         }
         Some(LogTable::decide(self, h, now(), cost, p))
     }
@@ -51,7 +51,7 @@ impl Store for LogTable {
         now: impl Fn() -> u64,
         n: u32,
         params: SlidingLog,
-    ) -> Result<Booked1, InsufficientCapacity> {
+    ) -> Result<BookingOutcome, InsufficientCapacity> {
         let (placed, origin) = self.run_booked(
             h,
             now(),
@@ -60,7 +60,7 @@ impl Store for LogTable {
             || (params.fresh(n), Booking::Nothing),
         );
         let placed = match placed {
-            Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.limit())),
+            Applied::Refused(d) => Applied::Refused(d.with_policy(params.limit(), params.limit())),
             other => other,
         };
         Ok((placed, origin))
@@ -74,7 +74,7 @@ impl Store for LogTable {
         n: u32,
         how: Book,
         params: SlidingLog,
-    ) -> Result<Reserved1, InsufficientCapacity> {
+    ) -> Result<ReservationOutcome, InsufficientCapacity> {
         Ok(self.run_booked(
             h,
             now(),
@@ -106,7 +106,7 @@ impl Store for LogTable {
         tier: usize,
         next: Params,
         tiers: usize,
-        algorithm: crate::Algorithm,
+        algorithm: crate::quota::Algorithm,
         _now: impl Fn() -> u64,
     ) -> Result<(), ConfigError> {
         // Params::new for this limiter's own algorithm builds the same kind.

@@ -14,7 +14,10 @@ mod verbs;
 use crate::store::{self, by_algorithm, KeyedStore, Store, Table};
 use crate::sync::{CopyCell, Mutex};
 pub use crate::table::OnFull;
-use crate::{Algorithm, Clock, Decision, InsufficientCapacity, QuantaClock, Quota};
+use crate::{
+    clock::Clock, clock::QuantaClock, decision::Decision, error::InsufficientCapacity,
+    quota::Algorithm, quota::Quota,
+};
 pub use builder::KeyedRateLimiterBuilder;
 pub use stats::Stats;
 use std::fmt;
@@ -118,7 +121,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// inserting nothing (a key the table does not hold is reported as fresh). Another
     /// caller may take the capacity between a peek and a check.
     ///
-    /// Its [`remaining`](crate::Decision::remaining) is, as for every decision, what
+    /// Its [`remaining`](crate::decision::Decision::remaining) is, as for every decision, what
     /// would be left *after* that request (after one check on a 5-per-hour key,
     /// `peek(&key).remaining()` is 3); what is left now is
     /// [`peek_n(&key, 0)`](Self::peek_n)'s (4 there).
@@ -443,7 +446,7 @@ impl<K: Hash + ?Sized, C: Clock> fmt::Debug for KeyedRateLimiter<K, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ManualClock;
+    use crate::clock::ManualClock;
 
     fn assert_send_sync<T: Send + Sync>() {}
 

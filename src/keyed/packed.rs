@@ -1,15 +1,15 @@
 //! The keyed verbs on a packed table: [`Store`] for `PackedTable<A>`, once for
 //! every packed algorithm `A`.
 
+use crate::algorithm::booking::Origin;
 use crate::algorithm::booking::{Book, Booking};
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
-use crate::reservation::Origin;
-use crate::store::{Booked1, KeyedStore, Reserved1, Store};
+use crate::store::{BookingOutcome, KeyedStore, ReservationOutcome, Store};
 use crate::table::counters::Totals;
-use crate::table::packed::{PackedTable, Placed};
+use crate::table::packed::{Applied, PackedTable};
 use crate::table::tiers;
 
 impl<A: PackedAlgorithm> Store for PackedTable<A> {
@@ -48,7 +48,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         now: impl Fn() -> u64,
         n: u32,
         params: A,
-    ) -> Result<Booked1, InsufficientCapacity> {
+    ) -> Result<BookingOutcome, InsufficientCapacity> {
         let reload = || self.tiers().get(tier);
         tiers::fresh(params, n, reload, A::burst, |p| {
             self.book_with(h, &now, n, p)
@@ -63,7 +63,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         n: u32,
         how: Book,
         params: A,
-    ) -> Result<Reserved1, InsufficientCapacity> {
+    ) -> Result<ReservationOutcome, InsufficientCapacity> {
         let reload = || self.tiers().get(tier);
         tiers::fresh(params, how.checked_cost(n), reload, A::burst, |params| {
             // A refused reservation changes nothing, not even the rate class.
@@ -86,7 +86,7 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         tier: usize,
         next: Params,
         _tiers: usize,
-        algorithm: crate::Algorithm,
+        algorithm: crate::quota::Algorithm,
         now: impl Fn() -> u64,
     ) -> Result<(), ConfigError> {
         // Params::new for this limiter's own algorithm builds the same kind.
@@ -119,7 +119,13 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
 
 impl<A: PackedAlgorithm> PackedTable<A> {
     /// `Store::book` with `params` (`None` when they went stale: see `run_from`).
-    fn book_with(&self, h: u64, now: &impl Fn() -> u64, n: u32, params: A) -> Option<Booked1> {
+    fn book_with(
+        &self,
+        h: u64,
+        now: &impl Fn() -> u64,
+        n: u32,
+        params: A,
+    ) -> Option<BookingOutcome> {
         // As the table's `decide`: only the next state inside the compare-and-swap
         // loop, the decision and booking once after. A zero-cost check inserts nothing
         // (as `check_n(&key, 0)`). A denial in a window later than the reading's is
@@ -130,7 +136,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 self.run_booked(h, now, n > 0, params.gcra(), true, |state, t| {
                     (params.next_state(state, t, n), (state, t))
                 })?;
-            if let Placed::Stored((state, t)) = placed {
+            if let Applied::Stored((state, t)) = placed {
                 if again && params.ahead(state, t) && !params.decision(state, t, n).is_allowed() {
                     again = false;
                     continue;
@@ -143,10 +149,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             (d, next.map_or(Booking::Nothing, |s| params.booking(s, n)))
         };
         let placed = match placed {
-            Placed::Stored(at) => Placed::Stored(outcome(at)),
-            Placed::Absent(at) => Placed::Absent(outcome(at)),
-            Placed::Untracked(at) => Placed::Untracked(outcome(at)),
-            Placed::Refused(d) => Placed::Refused(d.with_policy(params.limit(), params.burst())),
+            Applied::Stored(at) => Applied::Stored(outcome(at)),
+            Applied::Absent(at) => Applied::Absent(outcome(at)),
+            Applied::Untracked(at) => Applied::Untracked(outcome(at)),
+            Applied::Refused(d) => Applied::Refused(d.with_policy(params.limit(), params.burst())),
         };
         Some((placed, origin))
     }

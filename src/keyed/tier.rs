@@ -3,14 +3,15 @@
 use super::verbs::KeyLimit;
 use super::KeyedRateLimiter;
 use crate::{
-    Charge, Clock, ConfigError, Decision, InsufficientCapacity, Quota, Reservation, ReserveError,
+    charge::Charge, clock::Clock, decision::Decision, error::ConfigError,
+    error::InsufficientCapacity, quota::Quota, reservation::Reservation, reservation::ReserveError,
 };
 use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
 /// One quota tier of a [`KeyedRateLimiter`] (see
-/// [`KeyedRateLimiterBuilder::tiers`](crate::KeyedRateLimiterBuilder::tiers)); made by
+/// [`KeyedRateLimiterBuilder::tiers`](crate::keyed::KeyedRateLimiterBuilder::tiers)); made by
 /// [`KeyedRateLimiter::tier`]. Every key shares one table; each request is decided
 /// under the tier it names, and a key's state carries from one tier to another.
 ///
@@ -234,7 +235,7 @@ impl<'a, K: Hash + ?Sized, C: Clock> Tier<'a, K, C> {
         self.limiter.give_back_in(key, n, self.tier)
     }
 
-    /// `key`'s limit under this tier, for [`check_all`](crate::check_all).
+    /// `key`'s limit under this tier, for [`check_all`](crate::multi::check_all).
     ///
     /// # Example
     ///

@@ -2,11 +2,14 @@
 
 use super::KeyedRateLimiter;
 use crate::algorithm::booking::Booking;
+use crate::algorithm::booking::{Ledger, Origin};
 use crate::algorithm::Params;
-use crate::reservation::{Ledger, Origin, Reservation, ReserveError};
+use crate::reservation::{Reservation, ReserveError};
 use crate::store::{by_algorithm, verbs, KeyedStore, Store};
 use crate::sync::lock;
-use crate::{Clock, ConfigError, Decision, InsufficientCapacity, Quota};
+use crate::{
+    clock::Clock, decision::Decision, error::ConfigError, error::InsufficientCapacity, quota::Quota,
+};
 use std::hash::Hash;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -15,9 +18,9 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// Books `n` now for `key`'s request, which proceeds after
     /// [`wait_time`](Reservation::wait_time), if that is at most `max_wait`. Each
     /// key's reservations are served in the order they were booked; see
-    /// [`RateLimiter::reserve`](crate::RateLimiter::reserve) for what each algorithm
+    /// [`RateLimiter::reserve`](crate::limiter::RateLimiter::reserve) for what each algorithm
     /// books. A new key is inserted as `check` would insert it (under
-    /// [`OnFull::Allow`](crate::OnFull::Allow) a new key that finds no slot is
+    /// [`OnFull::Allow`](crate::table::claim::OnFull::Allow) a new key that finds no slot is
     /// admitted at once, untracked, and its reservation has nothing to give back).
     ///
     /// # Errors
@@ -25,7 +28,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// [`ReserveError::InsufficientCapacity`] when `n` exceeds the burst (or is 0);
     /// [`ReserveError::TooLong`] when the wait would exceed `max_wait`;
     /// [`ReserveError::Refused`] when the table is full under
-    /// [`OnFull::Deny`](crate::OnFull::Deny). Nothing is booked then.
+    /// [`OnFull::Deny`](crate::table::claim::OnFull::Deny). Nothing is booked then.
     ///
     /// # Example
     ///
@@ -68,7 +71,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     /// Replaces the quota of every key at run time, keeping every key's state;
     /// deciders are never blocked (each decision reads the parameters once). What
     /// carries over and the bound across the change are those of
-    /// [`RateLimiter::set_quota`](crate::RateLimiter::set_quota), key by key. The
+    /// [`RateLimiter::set_quota`](crate::limiter::RateLimiter::set_quota), key by key. The
     /// table's memory does not change: a sliding log cannot grow past the limit its
     /// rings were built for.
     ///
@@ -116,7 +119,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     }
 
     /// How many quota tiers the limiter has (1 without
-    /// [`tiers`](crate::KeyedRateLimiterBuilder::tiers)).
+    /// [`tiers`](crate::keyed::KeyedRateLimiterBuilder::tiers)).
     ///
     /// # Example
     ///
@@ -134,7 +137,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     }
 
     /// Tier `tier` of this limiter (0 is the builder's quota; see
-    /// [`tiers`](crate::KeyedRateLimiterBuilder::tiers)): the same verbs, deciding
+    /// [`tiers`](crate::keyed::KeyedRateLimiterBuilder::tiers)): the same verbs, deciding
     /// each key under that tier's quota. `None` past the last tier.
     ///
     /// # Example
@@ -244,7 +247,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
     }
 
     /// `key`'s limit, to decide together with others in
-    /// [`check_all`](crate::check_all). It holds the key's hash, not the key.
+    /// [`check_all`](crate::multi::check_all). It holds the key's hash, not the key.
     ///
     /// # Example
     ///
@@ -287,14 +290,14 @@ impl<K: Hash + ?Sized, C: Clock> KeyedRateLimiter<K, C> {
 
 impl<K: Hash + ?Sized, C: Clock> Ledger for KeyedRateLimiter<K, C> {
     fn refund(&self, key: u64, booking: &Booking, origin: Origin, due: u64, always: bool) {
-        // Only on the state the booking was made on (see `reservation::Origin`).
+        // Only on the state the booking was made on (see `algorithm::booking::Origin`).
         let now = self.now();
         by_algorithm!(&self.table, t => verbs::refund(t, key, booking, origin, due, always, now));
     }
 }
 
-/// One key of a [`KeyedRateLimiter`], as a [`Limit`](crate::Limit) for
-/// [`check_all`](crate::check_all); made by [`KeyedRateLimiter::limit`].
+/// One key of a [`KeyedRateLimiter`], as a [`Limit`](crate::multi::Limit) for
+/// [`check_all`](crate::multi::check_all); made by [`KeyedRateLimiter::limit`].
 ///
 /// # Example
 ///
@@ -319,7 +322,7 @@ impl<K: Hash + ?Sized, C: Clock> std::fmt::Debug for KeyLimit<'_, K, C> {
     }
 }
 
-impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K, C> {
+impl<K: Hash + ?Sized, C: Clock> crate::reservation::sealed::Bookable for KeyLimit<'_, K, C> {
     fn book(&self, n: u32) -> Result<(Decision, Option<Reservation<'_>>), InsufficientCapacity> {
         let l = self.limiter;
         by_algorithm!(&l.table, t => verbs::book(t, l, self.hash, n, self.tier, || l.now()))
@@ -331,6 +334,6 @@ impl<K: Hash + ?Sized, C: Clock> crate::multi::sealed::Sealed for KeyLimit<'_, K
     }
 
     fn books_last(&self) -> bool {
-        self.limiter.algorithm == crate::Algorithm::LeakyBucket
+        self.limiter.algorithm == crate::quota::Algorithm::LeakyBucket
     }
 }

@@ -1,6 +1,6 @@
 //! Errors of the distributed mode.
 
-use crate::{ConfigError, InsufficientCapacity};
+use crate::{error::ConfigError, error::InsufficientCapacity};
 use std::fmt;
 use std::time::Duration;
 

@@ -45,7 +45,7 @@ mod error;
 mod exact;
 mod hybrid;
 mod key;
-mod knobs;
+mod shared_settings;
 
 pub use error::Error;
 pub use exact::{
@@ -58,8 +58,8 @@ pub use key::{RedisKey, KEY_BUF};
 /// handed to the builders come from the matching version.
 pub use redis;
 
+use crate::clock::Clock;
 use crate::sync::StdArc as Arc;
-use crate::Clock;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use std::time::Duration;
 

@@ -1,9 +1,10 @@
 //! `RateLimiter`'s stores: one state and its parameters, [`Store`] for a packed
 //! algorithm's word ([`WordStore`]) and for the sliding log's ring ([`RingStore`]).
-//! A cell is always present: every transition is [`Placed::Stored`] on
+//! A cell is always present: every transition is [`Applied::Stored`] on
 //! [`Origin::Cell`], and a cell keeps no statistics.
 
-use super::{Booked1, ByAlgorithm, Reserved1, Store};
+use super::{BookingOutcome, ByAlgorithm, ReservationOutcome, Store};
+use crate::algorithm::booking::Origin;
 use crate::algorithm::booking::{Book, Booking};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
@@ -14,9 +15,8 @@ use crate::algorithm::Params;
 use crate::cell::{LogCell, PackedCell, Stale};
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
-use crate::reservation::Origin;
-use crate::sync::{AtomicU64, Ordering, Swap};
-use crate::table::packed::Placed;
+use crate::sync::{AtomicU64, Ordering, Replaceable};
+use crate::table::packed::Applied;
 use crate::table::tiers;
 
 /// A `RateLimiter`'s store, of its algorithm's kind.
@@ -32,7 +32,7 @@ impl CellStore {
             Params::Packed(P::Fixed(f)) => ByAlgorithm::Fixed(WordStore::new(f)),
             Params::Packed(P::Sliding(s)) => ByAlgorithm::Sliding(WordStore::new(s)),
             Params::Log(l) => ByAlgorithm::Log(RingStore {
-                params: Swap::new(l),
+                params: Replaceable::new(l),
                 cell: LogCell::new(&l),
                 ring: l.limit(),
             }),
@@ -42,7 +42,7 @@ impl CellStore {
 
 /// A packed algorithm's state word and its parameters (replaceable at run time).
 pub(crate) struct WordStore<A: PackedAlgorithm> {
-    params: Swap<A>,
+    params: Replaceable<A>,
     cell: PackedCell,
     /// The stamp of the parameters the last conversion of the state to another
     /// interval published (0: never converted). Bookings made with earlier parameters
@@ -53,7 +53,7 @@ pub(crate) struct WordStore<A: PackedAlgorithm> {
 impl<A: PackedAlgorithm> WordStore<A> {
     fn new(params: A) -> Self {
         WordStore {
-            params: Swap::new(params),
+            params: Replaceable::new(params),
             cell: PackedCell::new(),
             converted: AtomicU64::new(0),
         }
@@ -86,7 +86,7 @@ fn origin<A: PackedAlgorithm>(p: &Stamped<A>) -> Origin {
     }
 }
 
-/// A cell's parameters and the stamp of the `Swap` they were read at.
+/// A cell's parameters and the stamp of the `Replaceable` they were read at.
 #[derive(Clone, Copy)]
 pub(crate) struct Stamped<A> {
     params: A,
@@ -95,7 +95,7 @@ pub(crate) struct Stamped<A> {
 
 /// [`Stale`] for parameters read from `swap` at `stamp`.
 pub(crate) struct Since<'a, A: PackedAlgorithm> {
-    swap: &'a Swap<A>,
+    swap: &'a Replaceable<A>,
     stamp: u64,
     /// Whether a quota change converts the state (a bucket); else never stale.
     converts: bool,
@@ -160,12 +160,12 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
         now: impl Fn() -> u64,
         n: u32,
         p: Stamped<A>,
-    ) -> Result<Booked1, InsufficientCapacity> {
+    ) -> Result<BookingOutcome, InsufficientCapacity> {
         let book = |p: Stamped<A>| {
             let booked = self
                 .cell
                 .decide_booked(&p.params, now(), n, &now, self.since(&p))?;
-            Some((Placed::Stored(booked), origin(&p)))
+            Some((Applied::Stored(booked), origin(&p)))
         };
         tiers::fresh(p, n, || self.params(0), |p| p.params.burst(), book)
     }
@@ -178,11 +178,11 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
         n: u32,
         how: Book,
         p: Stamped<A>,
-    ) -> Result<Reserved1, InsufficientCapacity> {
+    ) -> Result<ReservationOutcome, InsufficientCapacity> {
         let reserve = |p: Stamped<A>| {
             let t = now();
             let reserved = self.cell.reserve(&p.params, t, n, how, self.since(&p))?;
-            Some((Placed::Stored(reserved.map(|b| (b, t))), origin(&p)))
+            Some((Applied::Stored(reserved.map(|b| (b, t))), origin(&p)))
         };
         let cost = how.checked_cost(n);
         tiers::fresh(p, cost, || self.params(0), |p| p.params.burst(), reserve)
@@ -216,7 +216,7 @@ impl<A: PackedAlgorithm> Store for WordStore<A> {
         _tier: usize,
         next: Params,
         _tiers: usize,
-        _algorithm: crate::Algorithm,
+        _algorithm: crate::quota::Algorithm,
         now: impl Fn() -> u64,
     ) -> Result<(), ConfigError> {
         // Params::new for this limiter's own algorithm builds the same kind.
@@ -269,7 +269,7 @@ impl RingStore {
 /// The sliding log's ring and its parameters (replaceable at run time, within the
 /// ring's length).
 pub(crate) struct RingStore {
-    params: Swap<SlidingLog>,
+    params: Replaceable<SlidingLog>,
     cell: LogCell,
     /// The ring's length (the limit at build).
     ring: u32,
@@ -312,10 +312,10 @@ impl Store for RingStore {
         now: impl Fn() -> u64,
         n: u32,
         p: SlidingLog,
-    ) -> Result<Booked1, InsufficientCapacity> {
+    ) -> Result<BookingOutcome, InsufficientCapacity> {
         let booked = self.cell.decide_booked(&p, now(), n);
         Ok((
-            Placed::Stored(booked),
+            Applied::Stored(booked),
             Origin::Cell {
                 interval: 0,
                 stamp: 0,
@@ -331,11 +331,11 @@ impl Store for RingStore {
         n: u32,
         how: Book,
         p: SlidingLog,
-    ) -> Result<Reserved1, InsufficientCapacity> {
+    ) -> Result<ReservationOutcome, InsufficientCapacity> {
         let t = now();
         let booked = self.cell.reserve(&p, t, n, how).map(|b| (b, t));
         Ok((
-            Placed::Stored(booked),
+            Applied::Stored(booked),
             Origin::Cell {
                 interval: 0,
                 stamp: 0,
@@ -352,7 +352,7 @@ impl Store for RingStore {
         _tier: usize,
         next: Params,
         _tiers: usize,
-        _algorithm: crate::Algorithm,
+        _algorithm: crate::quota::Algorithm,
         _now: impl Fn() -> u64,
     ) -> Result<(), ConfigError> {
         // Params::new for this limiter's own algorithm builds the same kind.

@@ -12,6 +12,7 @@
 pub(crate) mod cell;
 pub(crate) mod verbs;
 
+use crate::algorithm::booking::Origin;
 use crate::algorithm::booking::{Book, Booked, Booking, Late};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
@@ -19,10 +20,9 @@ use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::Params;
 use crate::decision::Decision;
 use crate::error::{ConfigError, InsufficientCapacity};
-use crate::reservation::Origin;
 use crate::table::counters::Totals;
 use crate::table::log::LogTable;
-use crate::table::packed::{PackedTable, Placed};
+use crate::table::packed::{Applied, PackedTable};
 
 /// A store of the kind each algorithm needs (chosen once, at build): the token and
 /// leaky buckets' (`G`), the fixed window's (`F`), the sliding window's (`S`), the
@@ -54,11 +54,11 @@ pub(crate) use by_algorithm;
 
 /// What one request's booking returns: where it took effect (the decision and what
 /// it booked) and the state it was booked on.
-pub(crate) type Booked1 = (Placed<(Decision, Booking)>, Origin);
+pub(crate) type BookingOutcome = (Applied<(Decision, Booking)>, Origin);
 
 /// What a reservation returns: where it took effect (the booking and the reading, or
 /// the wait that exceeded the bound) and the state it was booked on.
-pub(crate) type Reserved1 = (Placed<Result<(Booked, u64), Late>>, Origin);
+pub(crate) type ReservationOutcome = (Applied<Result<(Booked, u64), Late>>, Origin);
 
 /// What the verbs need of a limiter's state: each verb written once over it (see
 /// `verbs`). `h` is the key's hash (ignored by a single cell).
@@ -109,7 +109,7 @@ pub(crate) trait Store {
         now: impl Fn() -> u64,
         n: u32,
         p: Self::Params,
-    ) -> Result<Booked1, InsufficientCapacity>;
+    ) -> Result<BookingOutcome, InsufficientCapacity>;
 
     /// Books `n` as `how` says: at the earliest time it may proceed, if that is at most
     /// `Book::Wait` ns after the reading; a charge; a give-back (which inserts no
@@ -123,7 +123,7 @@ pub(crate) trait Store {
         n: u32,
         how: Book,
         p: Self::Params,
-    ) -> Result<Reserved1, InsufficientCapacity>;
+    ) -> Result<ReservationOutcome, InsufficientCapacity>;
 
     /// Gives `booking` back at `now` (a cancel, or a roll-back when `always`), only to
     /// the state `origin` identifies.
@@ -141,7 +141,7 @@ pub(crate) trait Store {
         tier: usize,
         next: Params,
         tiers: usize,
-        algorithm: crate::Algorithm,
+        algorithm: crate::quota::Algorithm,
         now: impl Fn() -> u64,
     ) -> Result<(), ConfigError>;
 

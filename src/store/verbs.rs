@@ -1,5 +1,5 @@
 //! The verbs, written once over [`Store`]: what `RateLimiter`, `KeyedRateLimiter`,
-//! its tiers and its keys' [`Limit`](crate::Limit)s do, each a thin call into these.
+//! its tiers and its keys' [`Limit`](crate::multi::Limit)s do, each a thin call into these.
 //!
 //! Each reads one tier's parameters once, so that the cost checked against the burst
 //! is the cost decided with, whatever a concurrent `set_quota` does (a store that
@@ -7,14 +7,12 @@
 //! the new ones itself: see [`Store`]).
 
 use super::Store;
-use crate::algorithm::booking::{Book, Booked};
+use crate::algorithm::booking::{Book, Booked, Ledger, Origin};
 use crate::charge::Charge;
 use crate::decision::Decision;
 use crate::error::InsufficientCapacity;
-use crate::reservation::{
-    max_wait_ns, reservable, too_long, Ledger, Origin, Reservation, ReserveError,
-};
-use crate::table::packed::Placed;
+use crate::reservation::{max_wait_ns, reservable, too_long, Reservation, ReserveError};
+use crate::table::packed::Applied;
 use std::time::Duration;
 
 /// A request of cost `n` for the key hashed to `h` under tier `tier`, decided now.
@@ -91,16 +89,16 @@ pub(crate) fn reserve<'a, S: Store>(
     reservable(n, s.burst(&p))?;
     let (placed, origin) = s.reserve(h, tier, now, n, Book::Wait(limit), p)?;
     match placed {
-        Placed::Stored(Ok((b, now))) => Ok(Reservation::new(b, now, ledger, h, origin)),
+        Applied::Stored(Ok((b, now))) => Ok(Reservation::new(b, now, ledger, h, origin)),
         // An untracked admission books nothing (and a booking always writes, so a key
         // left absent cannot have been booked).
-        Placed::Untracked(Ok((b, _))) | Placed::Absent(Ok((b, _))) => {
+        Applied::Untracked(Ok((b, _))) | Applied::Absent(Ok((b, _))) => {
             Ok(Reservation::untracked(b.decision))
         }
-        Placed::Stored(Err(late)) | Placed::Untracked(Err(late)) | Placed::Absent(Err(late)) => {
+        Applied::Stored(Err(late)) | Applied::Untracked(Err(late)) | Applied::Absent(Err(late)) => {
             Err(too_long(late))
         }
-        Placed::Refused(d) => Err(ReserveError::Refused {
+        Applied::Refused(d) => Err(ReserveError::Refused {
             retry_after: d.retry_after().unwrap_or_default(),
         }),
     }
@@ -125,11 +123,11 @@ pub(crate) fn book<'a, S: Store>(
     InsufficientCapacity::check(n, s.burst(&p))?;
     let (placed, origin) = s.book(h, tier, now, n, p)?;
     let (decision, booking) = match placed {
-        Placed::Stored(r) => r,
-        Placed::Absent((d, _)) | Placed::Untracked((d, _)) => {
+        Applied::Stored(r) => r,
+        Applied::Absent((d, _)) | Applied::Untracked((d, _)) => {
             (d, crate::algorithm::booking::Booking::Nothing)
         }
-        Placed::Refused(d) => (d, crate::algorithm::booking::Booking::Nothing),
+        Applied::Refused(d) => (d, crate::algorithm::booking::Booking::Nothing),
     };
     if n > 0 {
         s.count(n, &decision);
@@ -182,13 +180,13 @@ pub(crate) fn charge<'a, S: Store>(
     match s.reserve(h, tier, now, n, Book::Charge(max_owed), p) {
         // Absent: a key the charge did not need to write (a cost of 0): counted, as
         // nothing.
-        Ok((Placed::Stored(Ok((b, _))) | Placed::Absent(Ok((b, _))), origin)) => {
+        Ok((Applied::Stored(Ok((b, _))) | Applied::Absent(Ok((b, _))), origin)) => {
             Charge::new(b, n, ledger, h, origin)
         }
-        Ok((Placed::Untracked(Ok((b, _))), _)) => untracked(b.decision),
-        Ok((Placed::Refused(d), _)) => untracked(d),
+        Ok((Applied::Untracked(Ok((b, _))), _)) => untracked(b.decision),
+        Ok((Applied::Refused(d), _)) => untracked(d),
         // A charge never waits, and fits any burst (`Book::checked_cost`).
-        Ok((Placed::Stored(Err(_)) | Placed::Untracked(Err(_)) | Placed::Absent(Err(_)), _))
+        Ok((Applied::Stored(Err(_)) | Applied::Untracked(Err(_)) | Applied::Absent(Err(_)), _))
         | Err(_) => untracked(s.peek(h, 0, 0, s.params(tier))),
     }
 }
@@ -205,7 +203,7 @@ pub(crate) fn give_back<S: Store>(
 ) -> u32 {
     let p = s.params(tier);
     match s.reserve(h, tier, now, n, Book::GiveBack, p) {
-        Ok((Placed::Stored(Ok((b, _))), _)) => b.counted.given,
+        Ok((Applied::Stored(Ok((b, _))), _)) => b.counted.given,
         _ => 0,
     }
 }

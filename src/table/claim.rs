@@ -4,7 +4,7 @@
 use crate::decision::Decision;
 use crate::sync::{lock, spin_loop, AtomicU64, Mutex, MutexGuard, Ordering};
 
-/// What a [`KeyedRateLimiter`](crate::KeyedRateLimiter) does with a new key when every slot it may use holds a
+/// What a [`KeyedRateLimiter`](crate::keyed::KeyedRateLimiter) does with a new key when every slot it may use holds a
 /// key whose state still says something (none is idle).
 ///
 /// Idle entries (a full bucket again, expired groups, an empty log) are always
@@ -38,17 +38,17 @@ pub enum OnFull {
     /// Forget the entry whose loss can over-admit least, what it has used (a bucket's
     /// debt, a window's count, the log's entries in the period; of equals, the one that
     /// goes idle soonest), and track the new key in its place; counted in
-    /// [`Stats::evictions`](crate::Stats::evictions). A throttled key is never forgotten while an entry that has
+    /// [`Stats::evictions`](crate::keyed::Stats::evictions). A throttled key is never forgotten while an entry that has
     /// used less can go.
     #[default]
     Evict,
     /// Refuse the new key: a flood of new keys can never reset a throttled one.
     /// The denial's [`retry_after`](Decision::retry_after) is the soonest time an
     /// entry in the key's groups frees its quota (a hint: other new keys may take the
-    /// slot first). Counted in [`Stats::refused`](crate::Stats::refused) (and [`Stats::rejected`](crate::Stats::rejected)).
+    /// slot first). Counted in [`Stats::refused`](crate::keyed::Stats::refused) (and [`Stats::rejected`](crate::keyed::Stats::rejected)).
     Deny,
     /// Admit the new key's request without tracking it; counted in
-    /// [`Stats::untracked`](crate::Stats::untracked) (and [`Stats::allowed`](crate::Stats::allowed)).
+    /// [`Stats::untracked`](crate::keyed::Stats::untracked) (and [`Stats::allowed`](crate::keyed::Stats::allowed)).
     Allow,
 }
 

@@ -18,7 +18,7 @@ pub(crate) struct Shard {
     /// The shard's epoch: a count of the events after which one of its keys has a new
     /// state (a reset or removal, a reclaim or an eviction), each of which takes the
     /// next value after loading the entry it replaces. New states are numbered from it
-    /// (see `reservation::Origin`), so that a booking is given back only to the state
+    /// (see `algorithm::booking::Origin`), so that a booking is given back only to the state
     /// it was made on.
     pub(crate) epoch: AtomicU64,
 }
@@ -193,7 +193,7 @@ impl Stripes {
     /// Counts a decision of cost `cost` (peeks of cost 0 are not counted; nothing is
     /// when the stripes are off).
     #[inline]
-    pub(crate) fn count(&self, cost: u32, d: &crate::Decision) {
+    pub(crate) fn count(&self, cost: u32, d: &crate::decision::Decision) {
         if cost == 0 || !self.on {
             return;
         }
@@ -263,7 +263,7 @@ mod tests {
     #[test]
     fn events_are_counted_whatever_stats_says() {
         let stripes = Stripes::new(false);
-        stripes.count(1, &crate::Decision::allow(1, 0, 0, 0));
+        stripes.count(1, &crate::decision::Decision::allow(1, 0, 0, 0));
         for (n, e) in [
             Event::Eviction,
             Event::IdleReclaim,
@@ -295,8 +295,8 @@ mod tests {
     #[test]
     fn stripes_count_every_decision_from_any_number_of_threads() {
         let stripes = crate::sync::Arc::new(Stripes::new(true));
-        let ok = crate::Decision::allow(1, 0, 0, 0);
-        let no = crate::Decision::deny(1, 0, 1, 1);
+        let ok = crate::decision::Decision::allow(1, 0, 0, 0);
+        let no = crate::decision::Decision::deny(1, 0, 1, 1);
         for round in 0..3 {
             let handles: Vec<_> = (0..(STRIPES + 8))
                 .map(|i| {

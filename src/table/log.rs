@@ -16,18 +16,18 @@
 //! entries in the period, a binary search of its ring under its lock), ties by idle
 //! stamp, checked again under its lock to be the log that was ranked (its cursor).
 //!
-//! [`ConfigError::InvalidCapacity`]: crate::ConfigError::InvalidCapacity
+//! [`ConfigError::InvalidCapacity`]: crate::error::ConfigError::InvalidCapacity
 
 use super::claim::{ClaimScan, OnFull};
 use super::counters::Shard;
 use super::geometry::{fingerprint, Geometry, Location, MAX_KEYS};
 use super::locked::{Candidate, Claim, Floor, LockedTable, SlotEntry};
-use super::packed::Placed;
+use super::packed::Applied;
 use super::tiers::Tiers;
+use crate::algorithm::booking::Origin;
 use crate::algorithm::sliding_log::{Cursor, Ring, SlidingLog, EMPTY_STAMP};
-use crate::reservation::Origin;
+use crate::decision::Decision;
 use crate::sync::{advise_huge_pages, prefetch, PlainAtomicU64, PlainAtomicU8, PlainOrdering};
-use crate::Decision;
 
 /// A fixed-capacity table of sliding logs.
 pub(crate) type LogTable = LockedTable<LogEntry>;
@@ -44,7 +44,7 @@ pub(crate) struct LogEntry {
     cursor: Cursor,
     /// This incarnation of the key's log: the shard's epoch when it was installed or
     /// last reset (unique in the shard), so that a booking is given back only to the
-    /// log it was made on (see `reservation::Origin::Entry`).
+    /// log it was made on (see `algorithm::booking::Origin::Entry`).
     gen: u64,
 }
 
@@ -191,9 +191,9 @@ impl LockedTable<LogEntry> {
         tiers: Vec<SlidingLog>,
         on_full: OnFull,
         stats: bool,
-    ) -> Result<Self, crate::ConfigError> {
+    ) -> Result<Self, crate::error::ConfigError> {
         let n = geo.slots();
-        let too_big = || crate::ConfigError::InvalidCapacity {
+        let too_big = || crate::error::ConfigError::InvalidCapacity {
             requested: geo.max_keys(),
             max: MAX_KEYS,
         };
@@ -259,7 +259,7 @@ impl LockedTable<LogEntry> {
     /// Runs `f` on slot `i`'s ring (locked as `e`) and stores the cursor back.
     ///
     /// Always inline: out of line (as the ring's hint made it) the ring and the cursor
-    /// went through memory, 47 instructions more per decision at 1,000 keys.
+    /// went through memory on every decision.
     #[inline(always)]
     fn apply<const FAR: bool, R>(
         &self,
@@ -271,31 +271,37 @@ impl LockedTable<LogEntry> {
         let mut ring = self.ext().ring(i, e.cursor);
         let r = f(&mut ring, now);
         e.cursor = ring.cursor();
-        if FAR && self.far() {
+        if FAR && self.beyond_caches() {
             self.ext().note(i, e.cursor);
         }
         r
     }
 
     /// One decision for the key hashed to `h` at `now`, for `cost <= capacity`, in a
-    /// table whose rings are in the caches (not [`far`](Self::far)): no prefetch, no
+    /// table whose rings are in the caches (not [`far`](Self::beyond_caches)): no prefetch, no
     /// hint, the code a decision ran before either existed (with either compiled into
-    /// it, even behind a branch, a decision at 1,000 keys took 37.0 ns instead of 33.3).
+    /// it, even behind a branch, a decision in the caches was measurably slower).
     pub(crate) fn decide(&self, h: u64, now: u64, cost: u32, params: SlidingLog) -> Decision {
         self.decide_in::<false>(h, now, cost, params)
     }
 
-    /// [`decide`](Self::decide) for a table beyond the caches ([`far`](Self::far)),
+    /// [`decide`](Self::decide) for a table beyond the caches ([`far`](Self::beyond_caches)),
     /// out of line: the rings' hints kept, the lines prefetched.
     #[inline(never)]
-    pub(crate) fn decide_far(&self, h: u64, now: u64, cost: u32, params: SlidingLog) -> Decision {
+    pub(crate) fn decide_beyond_caches(
+        &self,
+        h: u64,
+        now: u64,
+        cost: u32,
+        params: SlidingLog,
+    ) -> Decision {
         self.decide_in::<true>(h, now, cost, params)
     }
 
     /// Whether the rings take more than [`FAR_BYTES`]: decisions then go to
-    /// [`decide_far`](Self::decide_far).
+    /// [`decide_beyond_caches`](Self::decide_beyond_caches).
     #[inline(always)]
-    pub(crate) fn far(&self) -> bool {
+    pub(crate) fn beyond_caches(&self) -> bool {
         self.ext().far
     }
 
@@ -318,10 +324,10 @@ impl LockedTable<LogEntry> {
             .0;
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
-            Placed::Absent(d) => return d,
-            Placed::Stored(d) | Placed::Untracked(d) => d,
+            Applied::Absent(d) => return d,
+            Applied::Stored(d) | Applied::Untracked(d) => d,
             // Refused under the deciding tier's policy (the table's is tier 0's).
-            Placed::Refused(d) => d.with_policy(params.limit(), params.limit()),
+            Applied::Refused(d) => d.with_policy(params.limit(), params.limit()),
         };
         self.counts().count(cost, &d);
         d
@@ -332,8 +338,8 @@ impl LockedTable<LogEntry> {
     /// `fresh()` is the result for a key left absent or admitted untracked. With what
     /// identifies the log the transition ran on ([`Origin::Entry`]), for a later
     /// [`refund`](Self::refund). In a
-    /// [`far`](Self::far) table it prefetches and keeps the rings' hints as
-    /// [`decide_far`](Self::decide_far) does.
+    /// [`far`](Self::beyond_caches) table it prefetches and keeps the rings' hints as
+    /// [`decide_beyond_caches`](Self::decide_beyond_caches) does.
     pub(crate) fn run_booked<R>(
         &self,
         h: u64,
@@ -341,11 +347,11 @@ impl LockedTable<LogEntry> {
         insert: bool,
         f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
         fresh: impl FnOnce() -> R,
-    ) -> (Placed<R>, Origin) {
+    ) -> (Applied<R>, Origin) {
         self.run_in::<true, R>(h, now, insert, f, fresh)
     }
 
-    /// [`run_booked`](Self::run_booked); with `FAR`, in a [`far`](Self::far) table, the
+    /// [`run_booked`](Self::run_booked); with `FAR`, in a [`far`](Self::beyond_caches) table, the
     /// lines prefetched and the rings' hints kept (without, not even the check).
     #[inline(always)]
     fn run_in<const FAR: bool, R>(
@@ -355,16 +361,16 @@ impl LockedTable<LogEntry> {
         insert: bool,
         mut f: impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
         fresh: impl FnOnce() -> R,
-    ) -> (Placed<R>, Origin) {
+    ) -> (Applied<R>, Origin) {
         let fp = fingerprint(h);
         let loc = self.geo().locate(h);
-        if FAR && self.far() {
+        if FAR && self.beyond_caches() {
             self.prefetch(&loc);
         }
         if let Some((i, mut held)) = self.find(fp, &(), &loc) {
             let r = self.apply::<FAR, R>(i, &mut held.entry, now, &mut f);
             return (
-                Placed::Stored(r),
+                Applied::Stored(r),
                 Origin::Entry {
                     gen: held.entry.gen,
                 },
@@ -373,7 +379,7 @@ impl LockedTable<LogEntry> {
         if !insert {
             // Nothing was booked on an absent key: never given back.
             return (
-                Placed::Absent(fresh()),
+                Applied::Absent(fresh()),
                 Origin::Cell {
                     interval: 0,
                     stamp: 0,
@@ -386,16 +392,16 @@ impl LockedTable<LogEntry> {
         let (claim, now) = self.claim(fp, &(), &self.geo().locate(h), now, ());
         let (i, mut held) = match claim {
             Claim::Found(i, held) | Claim::Installed(i, held, ()) => (i, held),
-            Claim::Untracked => return (Placed::Untracked(fresh()), Origin::Entry { gen: 0 }),
+            Claim::Untracked => return (Applied::Untracked(fresh()), Origin::Entry { gen: 0 }),
             Claim::Refused { soonest } => {
                 let limit = self.tiers().get(0).limit();
                 let d = super::claim::refusal(limit, soonest, now);
-                return (Placed::Refused(d), Origin::Entry { gen: 0 });
+                return (Applied::Refused(d), Origin::Entry { gen: 0 });
             }
         };
         let r = self.apply::<FAR, R>(i, &mut held.entry, now, &mut f);
         (
-            Placed::Stored(r),
+            Applied::Stored(r),
             Origin::Entry {
                 gen: held.entry.gen,
             },

@@ -2,16 +2,16 @@
 //! whose parameters went stale under it (read them again, check the cost, run again).
 
 use crate::error::InsufficientCapacity;
-use crate::sync::{Swap, Words};
+use crate::sync::{Replaceable, Words};
 /// Each quota tier's parameters (tier 0 is the builder's quota), fixed in number at
 /// build, each replaceable at run time by `set_quota`; deciders read one tier's once
-/// per decision (see [`Swap`](crate::sync::Swap)).
-pub(crate) struct Tiers<P: Words>(Box<[Swap<P>]>);
+/// per decision (see [`Replaceable`](crate::sync::Replaceable)).
+pub(crate) struct Tiers<P: Words>(Box<[Replaceable<P>]>);
 
 impl<P: Words> Tiers<P> {
     /// The tiers `all`, tier 0 first.
     pub(crate) fn new(all: Vec<P>) -> Self {
-        Tiers(all.into_iter().map(Swap::new).collect())
+        Tiers(all.into_iter().map(Replaceable::new).collect())
     }
 
     /// Tier `tier`'s parameters (`tier` < the number of tiers, checked by callers).
@@ -27,12 +27,12 @@ impl<P: Words> Tiers<P> {
 
     /// Every tier's parameters now, tier 0 first.
     pub(crate) fn all(&self) -> impl Iterator<Item = P> + '_ {
-        self.0.iter().map(Swap::load)
+        self.0.iter().map(Replaceable::load)
     }
 
     /// The bytes `n` tiers take, known before allocating.
     pub(crate) fn bytes(n: usize) -> usize {
-        n * std::mem::size_of::<Swap<P>>()
+        n * std::mem::size_of::<Replaceable<P>>()
     }
 
     /// The bytes these tiers take.

@@ -1,12 +1,13 @@
 //! 429s, headers, Retry-After, all-or-nothing, shadow mode and costs through a real axum server.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tollgate::http::{ClientIp, Global, HeaderKey, MissingKey, Policy, RateLimitLayer};
 use tollgate::{Algorithm, KeyedRateLimiter, Quota, RateLimiter};
 
-use crate::support::{get_with, parse_list, send, serve};
+use crate::support::{get_with, parse_list, send, serve, serve_app};
 
 fn per_ip(quota: Quota) -> KeyedRateLimiter<IpAddr> {
     KeyedRateLimiter::builder(Algorithm::FixedWindow, quota)
@@ -168,18 +169,170 @@ async fn two_policies_are_all_or_nothing() {
     );
 }
 
+/// README, Middleware, Policies: "The policies of one layer are all-or-nothing: a
+/// request one of them denies consumes nothing from the others. Stacked layers are not:
+/// a request an inner layer denies has been counted by the layers outside it." Both
+/// halves, with the same two limits: "outer" (3 a minute, global) and "inner" (1 a
+/// minute, per API key).
 #[tokio::test]
-async fn shadow_policy_reports_but_never_enforces() {
-    let trial = per_ip(Quota::per_minute(1));
+async fn all_or_nothing_holds_for_one_layers_policies_not_for_stacked_layers() {
+    let limits = || {
+        let outer = Arc::new(
+            RateLimiter::builder(Algorithm::FixedWindow, Quota::per_minute(3))
+                .build()
+                .unwrap(),
+        );
+        let inner =
+            KeyedRateLimiter::<String>::builder(Algorithm::FixedWindow, Quota::per_minute(1))
+                .build()
+                .unwrap();
+        let outer_policy = Policy::new("outer", Arc::clone(&outer), Global);
+        let inner_policy = Policy::new("inner", inner, HeaderKey::new("x-api-key").unwrap());
+        (outer, outer_policy, inner_policy)
+    };
+    let key = [("x-api-key", "a")];
+
+    // One layer, two policies: the second denies, the first keeps what it had.
+    let (outer, outer_policy, inner_policy) = limits();
+    let addr = serve(RateLimitLayer::new(outer_policy).policy(inner_policy)).await;
+    assert_eq!(get_with(addr, &key).await.status, 200);
+    assert_eq!(outer.peek_n(0).unwrap().remaining(), 2);
+    for _ in 0..3 {
+        let r = get_with(addr, &key).await;
+        assert_eq!(r.status, 429);
+        assert!(
+            r.body.contains(r#""violated-policies":["inner"]"#),
+            "{}",
+            r.body
+        );
+    }
+    assert_eq!(
+        outer.peek_n(0).unwrap().remaining(),
+        2,
+        "a request one policy of the layer denies takes nothing from the others"
+    );
+
+    // The same limits in two stacked layers: each request the inner layer denies has
+    // already been counted by the outer one, until the outer denies too.
+    let (outer, outer_policy, inner_policy) = limits();
+    let app = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::get(|| async { "ok" }).layer(RateLimitLayer::new(inner_policy)),
+        )
+        .layer(RateLimitLayer::new(outer_policy));
+    let addr = serve_app(app).await;
+    assert_eq!(get_with(addr, &key).await.status, 200);
+    for left in [1, 0] {
+        let r = get_with(addr, &key).await;
+        assert_eq!(r.status, 429);
+        assert!(
+            r.body.contains(r#""violated-policies":["inner"]"#),
+            "{}",
+            r.body
+        );
+        assert_eq!(
+            outer.peek_n(0).unwrap().remaining(),
+            left,
+            "the outer layer counted a request the inner one denied"
+        );
+    }
+    let r = get_with(addr, &key).await;
+    assert_eq!(r.status, 429);
+    assert!(
+        r.body.contains(r#""violated-policies":["outer"]"#),
+        "{}",
+        r.body
+    );
+    // Another key, which the inner layer would admit, finds the outer limit spent.
+    let r = get_with(addr, &[("x-api-key", "b")]).await;
+    assert_eq!(r.status, 429);
+    assert!(
+        r.body.contains(r#""violated-policies":["outer"]"#),
+        "{}",
+        r.body
+    );
+}
+
+/// The first request's peer, as the per-IP limiters key it.
+const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+#[tokio::test]
+async fn a_shadow_policy_never_enforces_and_tells_clients_nothing_by_default() {
+    // A client that read a shadow policy's `r=0` would back off from a limit nobody
+    // enforces: by default none of the rate-limit fields name it.
+    let trial = Arc::new(per_ip(Quota::per_minute(1)));
+    let addr = serve(
+        RateLimitLayer::new(Policy::new(
+            "ip",
+            per_ip(Quota::per_minute(5)),
+            ClientIp::peer(),
+        ))
+        .policy(Policy::new("trial", Arc::clone(&trial), ClientIp::peer()).shadow())
+        .legacy_headers(true),
+    )
+    .await;
+    for ip_left in [4, 3, 2] {
+        let r = get_with(addr, &[]).await;
+        assert_eq!(r.status, 200, "a shadow policy never refuses");
+        let names = |field| -> Vec<String> {
+            parse_list(r.header(field).unwrap())
+                .into_iter()
+                .map(|i| i.name)
+                .collect()
+        };
+        assert_eq!(names("ratelimit-policy"), ["ip"]);
+        assert_eq!(names("ratelimit"), ["ip"]);
+        assert_eq!(
+            parse_list(r.header("ratelimit").unwrap())[0].param("r"),
+            ip_left
+        );
+        // The legacy trio is the most constrained policy shown, not the shadow's 0.
+        assert_eq!(r.header("x-ratelimit-limit"), Some("5"));
+        assert_eq!(
+            r.header("x-ratelimit-remaining"),
+            Some(ip_left.to_string().as_str())
+        );
+    }
+    // It did decide: its one request a minute is spent.
+    assert!(!trial.peek(&LOCAL).is_allowed());
+
+    // A layer of only a shadow policy adds no field at all.
     let addr = serve(RateLimitLayer::new(
-        Policy::new("trial", trial, ClientIp::peer()).shadow(),
+        Policy::new("trial", per_ip(Quota::per_minute(1)), ClientIp::peer()).shadow(),
     ))
+    .await;
+    for _ in 0..2 {
+        let r = get_with(addr, &[]).await;
+        assert_eq!(r.status, 200);
+        for field in ["ratelimit-policy", "ratelimit", "x-ratelimit-remaining"] {
+            assert!(r.header(field).is_none(), "{field}: {:?}", r.header(field));
+        }
+    }
+}
+
+#[tokio::test]
+async fn shadow_headers_opt_in_reports_the_shadow_decisions_but_never_enforces() {
+    let addr = serve(
+        RateLimitLayer::new(
+            Policy::new("trial", per_ip(Quota::per_minute(1)), ClientIp::peer())
+                .shadow()
+                .shadow_headers(true),
+        )
+        .legacy_headers(true),
+    )
     .await;
     for left in [0, 0, 0] {
         let r = get_with(addr, &[]).await;
         assert_eq!(r.status, 200);
         let rl = parse_list(r.header("ratelimit").unwrap());
         assert_eq!((rl[0].name.as_str(), rl[0].param("r")), ("trial", left));
+        let policy = parse_list(r.header("ratelimit-policy").unwrap());
+        assert_eq!(
+            (policy[0].name.as_str(), policy[0].param("q")),
+            ("trial", 1)
+        );
+        assert_eq!(r.header("x-ratelimit-remaining"), Some("0"));
     }
 }
 

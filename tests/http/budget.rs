@@ -498,9 +498,12 @@ async fn the_cost_of_a_budget_policy_is_what_must_be_left_to_admit() {
 async fn a_shadow_budget_reports_never_refuses_and_charges_only_what_it_would_admit() {
     let clock = ManualClock::new();
     let tokens = tokens(&clock);
-    let mut svc =
-        RateLimitLayer::new(Policy::budget("tokens", Arc::clone(&tokens), api_key()).shadow())
-            .layer(records(700));
+    let mut svc = RateLimitLayer::new(
+        Policy::budget("tokens", Arc::clone(&tokens), api_key())
+            .shadow()
+            .shadow_headers(true),
+    )
+    .layer(records(700));
     drain(svc.call(keyed("a")).await.unwrap().into_body()).await;
     assert_eq!(left(&tokens, "a"), 0); // 100 owed
     let before = tokens.peek(&"a".to_owned());
@@ -514,6 +517,14 @@ async fn a_shadow_budget_reports_never_refuses_and_charges_only_what_it_would_ad
         before,
         "a request it would refuse is not charged"
     );
+    // Without `shadow_headers(true)` clients are told nothing of it.
+    let mut quiet =
+        RateLimitLayer::new(Policy::budget("tokens", Arc::clone(&tokens), api_key()).shadow())
+            .layer(records(1));
+    let resp = quiet.call(keyed("a")).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("ratelimit").is_none());
+    assert!(resp.headers().get("ratelimit-policy").is_none());
 }
 
 #[tokio::test]

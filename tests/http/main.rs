@@ -4,6 +4,11 @@
 mod axum_server;
 mod backends;
 mod budget;
+// The example's router, whose printed curl lines tests/http/example_axum.rs checks.
+#[allow(dead_code)]
+#[path = "../../examples/axum.rs"]
+mod axum_example;
+mod example_axum;
 mod grpc;
 // The example's gateway, which tests/http/budget.rs serves.
 #[allow(dead_code)]

@@ -1,5 +1,6 @@
-//! The README's middleware section against the examples it points at (issue 20, item 12):
-//! every crate an example or a code block names must be one the README tells users to add
+//! The guide's middleware chapter (`src/guide/middleware.rs`, once the README's middleware
+//! section) against the examples it points at (issue 20, item 12): every crate an example
+//! or a code block names must be one the chapter tells users to add
 //! (`axum::http::StatusCode`, never `http::StatusCode` when `http` is not in the
 //! dependency block). This crate's own build cannot catch that: here `http` is a
 //! dependency (feature `tower`), so `examples/axum.rs` compiled with a path a user's
@@ -19,14 +20,31 @@ fn read(relative: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The text of `## title...` up to the next `## ` heading.
-fn section<'a>(readme: &'a str, title: &str) -> &'a str {
-    let start = readme
-        .find(&format!("\n## {title}"))
-        .unwrap_or_else(|| panic!("no section {title:?}"));
-    let rest = &readme[start + 1..];
-    let end = rest[3..].find("\n## ").map_or(rest.len(), |e| e + 3);
-    &rest[..end]
+/// The Markdown of a guide chapter: its `//!` lines without the comment marker (and the one
+/// space after it), as rustdoc reads them.
+fn chapter(relative: &str) -> String {
+    read(relative)
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The guide's chapters, as (path, Markdown).
+fn chapters() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/guide");
+    let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| format!("src/guide/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|p| p.ends_with(".rs"))
+        .map(|p| {
+            let text = chapter(&p);
+            (p, text)
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// The fenced code blocks of `text` whose info string starts with `lang`, in order, with
@@ -253,21 +271,21 @@ fn undeclared(what: &str, src: &str, deps: &Deps) -> Vec<String> {
     crate_roots(src)
         .into_iter()
         .filter(|r| !deps.crates.contains(r))
-        .map(|r| format!("{what} names `{r}::`, which the README's dependency block does not add"))
+        .map(|r| format!("{what} names `{r}::`, which the chapter's dependency block does not add"))
         .collect()
 }
 
 #[test]
 fn examples_and_blocks_use_only_the_crates_the_readme_adds() {
-    let readme = read("README.md");
-    let middleware = section(&readme, "Middleware");
+    let text = chapter("src/guide/middleware.rs");
+    let middleware = text.as_str();
     let tomls: Vec<(usize, Deps)> = blocks(middleware, "toml")
         .into_iter()
         .map(|(at, t)| (at, deps(t)))
         .collect();
     assert!(
         !tomls.is_empty(),
-        "no dependency block in the middleware section"
+        "no dependency block in the middleware chapter"
     );
     let mut problems = Vec::new();
 
@@ -277,7 +295,7 @@ fn examples_and_blocks_use_only_the_crates_the_readme_adds() {
             problems.push("a rust block comes before any dependency block".to_owned());
             continue;
         };
-        problems.extend(undeclared("the middleware section's rust block", code, d));
+        problems.extend(undeclared("the middleware chapter's rust block", code, d));
     }
 
     // Each `cargo run --example NAME --features F` against the nearest block before it
@@ -306,7 +324,7 @@ fn examples_and_blocks_use_only_the_crates_the_readme_adds() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(
         examples >= 3,
-        "the section points at the axum, grpc and llm_budget examples"
+        "the chapter points at the axum, grpc and llm_budget examples"
     );
 }
 
@@ -341,25 +359,32 @@ fn the_checker_sees_what_a_user_project_would_reject() {
     );
 }
 
-/// Every Rust block of the README compiles when pasted into a `main.rs` (issue 20, item
-/// 10): a whole program with its `fn main`, no lines hidden from the reader (`# ...`),
-/// which rustdoc compiles but a reader never sees.
+/// Every Rust block of the README and of the guide compiles when pasted into a `main.rs`
+/// (issue 20, item 10): a whole program with its `fn main`, no lines hidden from the reader
+/// (`# ...`), which rustdoc compiles but a reader never sees.
 #[test]
-fn every_readme_rust_block_is_a_whole_program() {
-    let readme = read("README.md");
+fn every_rust_block_of_the_readme_and_the_guide_is_a_whole_program() {
+    let mut docs = vec![("README.md".to_owned(), read("README.md"))];
+    docs.extend(chapters());
+    assert!(docs.len() >= 10, "found {} documents", docs.len());
     let mut problems = Vec::new();
-    let rust = blocks(&readme, "rust");
-    assert!(rust.len() >= 8, "found {} rust blocks", rust.len());
-    for (at, code) in rust {
-        let line = readme[..at].lines().count() + 1;
-        if !code.lines().any(|l| {
-            l.trim_start().starts_with("fn main") || l.trim_start().starts_with("async fn main")
-        }) {
-            problems.push(format!("README.md:{line}: no fn main"));
-        }
-        if let Some(hidden) = code.lines().find(|l| *l == "#" || l.starts_with("# ")) {
-            problems.push(format!("README.md:{line}: hidden line {hidden:?}"));
+    let mut count = 0;
+    for (path, text) in &docs {
+        for (at, code) in blocks(text, "rust") {
+            count += 1;
+            let line = text[..at].lines().count() + 1;
+            if !code.lines().any(|l| {
+                l.trim_start().starts_with("fn main") || l.trim_start().starts_with("async fn main")
+            }) {
+                problems.push(format!("{path}: block at doc line {line}: no fn main"));
+            }
+            if let Some(hidden) = code.lines().find(|l| *l == "#" || l.starts_with("# ")) {
+                problems.push(format!(
+                    "{path}: block at doc line {line}: hidden line {hidden:?}"
+                ));
+            }
         }
     }
+    assert!(count >= 12, "found {count} rust blocks");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

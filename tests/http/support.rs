@@ -68,6 +68,24 @@ pub(crate) async fn send(
     headers: &[(&str, &str)],
     body: &'static str,
 ) -> Reply {
+    send_bytes(
+        addr,
+        method,
+        path,
+        headers,
+        Bytes::from_static(body.as_bytes()),
+    )
+    .await
+}
+
+/// [`send`] with a body of any bytes.
+pub(crate) async fn send_bytes(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> Reply {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let mut req = http::Request::builder()
         .method(method)
@@ -76,10 +94,7 @@ pub(crate) async fn send(
         req = req.header(*k, *v);
     }
     let resp = client
-        .request(
-            req.body(Full::new(Bytes::from_static(body.as_bytes())))
-                .unwrap(),
-        )
+        .request(req.body(Full::new(body)).unwrap())
         .await
         .unwrap();
     let status = resp.status().as_u16();

@@ -714,3 +714,154 @@ async fn hybrid_charges_stay_within_the_bound() {
         }
     }
 }
+
+/// Issue 37 item 3: a bucket's debt past 2^32 requests. 8 per second, burst 4: two
+/// charges of `u32::MAX` owing at most `u32::MAX`, then a burst of 3, leave the key
+/// `2^32` requests past its quota; every charge on it then failed with a `BadReply`
+/// (the script replied owed = 2^32, which the client refused). `owed` saturates at
+/// `u32::MAX`, as in-process: the two agree, and so after a backward clock step.
+#[tokio::test]
+async fn a_debt_past_2_32_requests_saturates_owed() {
+    let server = RedisServer::start();
+    let q = |burst| Quota::per_second(8).with_burst(burst);
+    for algorithm in [Algorithm::TokenBucket, Algorithm::LeakyBucket] {
+        let clock = ManualClock::new();
+        clock.set(Duration::from_secs(10));
+        let local = RateLimiter::builder(algorithm, q(4))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let prefix = format!("owed-2-32:{algorithm:?}");
+        let l = remote(&server, algorithm, q(4), &prefix, Some(&clock)).await;
+        for _ in 0..2 {
+            let want = local.charge_owing(u32::MAX, u32::MAX);
+            let got = l.charge_owing("k", u32::MAX, u32::MAX).await.unwrap();
+            assert_eq!((got.taken(), got.owed()), (want.taken(), want.owed()));
+        }
+        local.set_quota(q(3)).unwrap();
+        l.set_quota(q(3)).unwrap();
+        for back in [false, true] {
+            if back {
+                clock.set(Duration::from_secs(9));
+            }
+            for n in [0, 1] {
+                let want = local.charge(n);
+                let got = l.charge("k", n).await.unwrap_or_else(|e| {
+                    panic!("{algorithm:?} charge {n} (clock back: {back}): {e}")
+                });
+                assert_eq!(got.owed(), u32::MAX, "{algorithm:?} charge {n}");
+                assert!(!got.fit());
+                assert_eq!(
+                    (
+                        view(&got.decision()),
+                        got.taken(),
+                        got.owed(),
+                        got.dropped()
+                    ),
+                    (
+                        view(&want.decision()),
+                        want.taken(),
+                        want.owed(),
+                        want.dropped()
+                    ),
+                    "{algorithm:?} charge {n} (clock back: {back})"
+                );
+            }
+        }
+    }
+}
+
+/// Issue 37 item 3's differential: a leaky bucket charged with `max_owed = u32::MAX`
+/// and costs up to `u32::MAX`, under readings that step back, against the engine:
+/// every charge, give-back and peek agrees, debts past 2^32 requests included (a
+/// schedule that never reaches one fails).
+#[tokio::test]
+async fn debts_past_2_32_requests_agree_with_the_local_engine() {
+    let server = RedisServer::start();
+    let quota = Quota::new(10, Duration::from_secs(1)).with_burst(6);
+    for seed in 1..=3u64 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let clock = ManualClock::new();
+        let mut now_us = 1_000_000_000u64;
+        clock.set(Duration::from_micros(now_us));
+        let local = RateLimiter::builder(Algorithm::LeakyBucket, quota)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let prefix = format!("owed-2-32-diff:{seed}");
+        let l = remote(
+            &server,
+            Algorithm::LeakyBucket,
+            quota,
+            &prefix,
+            Some(&clock),
+        )
+        .await;
+        let mut saturated = 0;
+        for step in 0..200 {
+            match rng.u8(0..10) {
+                0..=1 => now_us -= rng.u64(0..2_000_000),
+                2..=3 => now_us += rng.u64(0..2_000_000),
+                _ => {}
+            }
+            clock.set(Duration::from_micros(now_us));
+            let what = match rng.u8(0..10) {
+                0..=5 => {
+                    let n = match rng.u8(0..4) {
+                        0 => 0,
+                        1 => rng.u32(1..=12),
+                        _ => u32::MAX - rng.u32(0..3),
+                    };
+                    let want = local.charge_owing(n, u32::MAX);
+                    let got = l
+                        .charge_owing("k", n, u32::MAX)
+                        .await
+                        .unwrap_or_else(|e| panic!("seed {seed} step {step} charge {n}: {e}"));
+                    assert_eq!(
+                        (
+                            view(&got.decision()),
+                            got.fit(),
+                            got.taken(),
+                            got.owed(),
+                            got.dropped()
+                        ),
+                        (
+                            view(&want.decision()),
+                            want.fit(),
+                            want.taken(),
+                            want.owed(),
+                            want.dropped()
+                        ),
+                        "seed {seed} step {step} charge {n}"
+                    );
+                    saturated += u32::from(got.owed() == u32::MAX);
+                    format!("charge {n}")
+                }
+                6..=7 => {
+                    let n = rng.u32(0..=20);
+                    let want = local.give_back(n);
+                    let got = l.give_back("k", n).await.unwrap();
+                    assert_eq!(got, want, "seed {seed} step {step} give back {n}");
+                    format!("give back {n}")
+                }
+                _ => {
+                    let want = local.check();
+                    let got = l.check("k").await.unwrap();
+                    assert_eq!(view(&got), view(&want), "seed {seed} step {step} check");
+                    "check".to_string()
+                }
+            };
+            let want = local.peek_n(0).unwrap();
+            let got = l.check_n("k", 0).await.unwrap();
+            assert_eq!(
+                view(&got),
+                view(&want),
+                "seed {seed} step {step} peek after {what}"
+            );
+        }
+        assert!(
+            saturated > 5,
+            "seed {seed}: only {saturated} debts past 2^32"
+        );
+    }
+}

@@ -198,3 +198,88 @@ async fn caller_clock_past_the_exact_range_is_an_error_not_a_fallback() {
     assert!(matches!(e, Error::Unrepresentable(_)), "{e}");
     assert_eq!(l.stats().fallbacks, 0);
 }
+
+/// Issue 37 item 1 on the exact mode with a caller clock: a request at a reading in
+/// window 1, then the clock set back into window 0: the script decides the older
+/// reading at the state's time, in window 1 with its count (4 of 5 left, a check
+/// admitted), on `check_n(0)`, `peek`, `check` and `check_all`, with waits measured from
+/// the reading. (It answered as if a booking were pending: nothing left, denied.)
+#[tokio::test]
+async fn exact_fixed_window_read_behind_decides_at_the_states_time() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    let l = &instances(
+        &server,
+        Algorithm::FixedWindow,
+        Quota::new(5, Duration::from_millis(100)),
+        "behind",
+        Some(&clock),
+        1,
+    )
+    .await[0];
+    clock.set(Duration::from_millis(150));
+    assert!(l.check("k").await.unwrap().is_allowed());
+    clock.set(Duration::from_millis(50));
+    let d = l.check_n("k", 0).await.unwrap();
+    assert!(d.is_allowed(), "{d:?}");
+    assert_eq!(d.remaining(), 4, "{d:?}");
+    assert_eq!(d.reset_after(), Duration::from_millis(150), "{d:?}");
+    let p = l.peek("k").await.unwrap();
+    assert!(p.is_allowed(), "{p:?}");
+    assert_eq!(p.remaining(), 3, "{p:?}");
+    let d = l.check("k").await.unwrap();
+    assert!(d.is_allowed(), "{d:?}");
+    assert_eq!(d.remaining(), 3, "{d:?}");
+    let m = tollgate::redis::check_all(&[(l, "k")], 3).await.unwrap();
+    assert!(m.is_allowed(), "{m:?}");
+    // Window 1 is full: denied until it ends, measured from the reading.
+    let d = l.check("k").await.unwrap();
+    assert!(!d.is_allowed(), "{d:?}");
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(150)));
+    clock.set(Duration::from_millis(200));
+    assert_eq!(l.check_n("k", 0).await.unwrap().remaining(), 5);
+}
+
+/// Issue 37 item 1 for the sliding window's script: a state a newer reading wrote (the
+/// Redis mode books nothing ahead) decides an older reading at the state's time, the
+/// start of its window, where the previous window weighs the most: 2 in window 0 and 1
+/// in window 1 leave 2 of 5 when the caller's clock steps back into window 0.
+#[tokio::test]
+async fn exact_sliding_window_read_behind_decides_at_the_states_time() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    let l = &instances(
+        &server,
+        Algorithm::SlidingWindow,
+        Quota::new(5, Duration::from_millis(100)),
+        "behind-sliding",
+        Some(&clock),
+        1,
+    )
+    .await[0];
+    clock.set(Duration::from_millis(50));
+    assert!(l.check_n("k", 2).await.unwrap().is_allowed());
+    clock.set(Duration::from_millis(150));
+    assert!(l.check("k").await.unwrap().is_allowed());
+    clock.set(Duration::from_millis(50));
+    let d = l.check_n("k", 0).await.unwrap();
+    assert!(d.is_allowed(), "{d:?}");
+    assert_eq!(d.remaining(), 2, "{d:?}");
+    // Window 1's count weighs until window 2 ends, 250 ms after the reading.
+    assert_eq!(d.reset_after(), Duration::from_millis(250), "{d:?}");
+    let p = l.peek("k").await.unwrap();
+    assert!(p.is_allowed(), "{p:?}");
+    assert_eq!(p.remaining(), 1, "{p:?}");
+    let d = l.check("k").await.unwrap();
+    assert!(d.is_allowed(), "{d:?}");
+    assert_eq!(d.remaining(), 1, "{d:?}");
+    let m = tollgate::redis::check_all(&[(l, "k")], 1).await.unwrap();
+    assert!(m.is_allowed(), "{m:?}");
+    // Full at the state's time: denied until window 0's 2 weigh half, measured from
+    // the reading.
+    let d = l.check("k").await.unwrap();
+    assert!(!d.is_allowed(), "{d:?}");
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(100)));
+    clock.set(Duration::from_millis(300));
+    assert_eq!(l.check_n("k", 0).await.unwrap().remaining(), 5);
+}

@@ -1,8 +1,8 @@
 //! Token budgets: `charge`, `charge_owing`, `Charge::give_back` and the stateless
-//! `give_back`, on top of the README's models of the algorithms (the buckets' GCRA, the
+//! `give_back`, on top of the guide's models of the algorithms (the buckets' GCRA, the
 //! windows' counts and the log's entries, `super::entries`).
 //!
-//! README ("Token budgets"): "`charge(n)` takes such a cost after the fact, **never
+//! guide ("Token budgets"): "`charge(n)` takes such a cost after the fact, **never
 //! denied**: whatever is left is used up and the key then **owes** the rest, which its
 //! next requests wait out at the quota's rate (a bucket's debt is exact GCRA: a
 //! theoretical arrival time past the burst), or which keeps the rest of the window (fixed
@@ -13,7 +13,7 @@
 //!
 //! The log is modelled by what it truly holds (every request charged or admitted and
 //! not given back, the part past its ring included: the newest `limit` of them decide
-//! every request, which is all the ring keeps). Where the README leaves a log's
+//! every request, which is all the ring keeps). Where the guide leaves a log's
 //! give-back inexact (a charge given back after other writes of its instant: "it cannot
 //! tell"), the model goes `loose` until every entry has left the window: then it checks
 //! only that nothing is admitted that what is truly held keeps out.
@@ -21,7 +21,7 @@
 use super::entries::{Entries, Entry};
 use super::{new_epoch, Algo, Expect, Params};
 
-/// README: "a bucket owes at most 36 years of its rate whatever is asked"
+/// guide: "a bucket owes at most 36 years of its rate whatever is asked"
 /// (`Reservation::MAX_WAIT`, 2^62 / 4 ns).
 const MAX_DEBT: u128 = (1 << 62) / 4;
 
@@ -43,7 +43,7 @@ pub struct Rec {
     pub at: u128,
 }
 
-/// A budget limiter (or one key of a keyed table) under the README's model.
+/// A budget limiter (or one key of a keyed table) under the guide's model.
 #[derive(Clone, Debug)]
 pub struct Budget {
     pub algo: Algo,
@@ -62,7 +62,7 @@ pub struct Budget {
     pub last: Option<u64>,
     /// The log: the newest time ever written (refused give-backs included).
     pub newest: u128,
-    /// The log: a give-back the README leaves inexact happened; until every entry has
+    /// The log: a give-back the guide leaves inexact happened; until every entry has
     /// left the window only the bound (nothing admitted past what is truly held) holds.
     pub loose: bool,
     next_id: u64,
@@ -123,10 +123,14 @@ impl Budget {
         if self.wt == 0 || self.wt == tn || self.tat <= t {
             return self.tat;
         }
+        // README: "a converted debt ends at the clock's horizon at the latest (2^62 ns
+        // after its zero, about 146 years), unless it already ended later".
+        let end = self.tat.max(super::HORIZON);
         t.saturating_add((self.tat - t).saturating_mul(tn).div_ceil(self.wt))
+            .min(end)
     }
 
-    /// README: "a bucket's debt at the change `c` is converted into the new quota's
+    /// guide: "a bucket's debt at the change `c` is converted into the new quota's
     /// requests ... rounded up"; a state written at another rate starts a new
     /// generation, owing or not ("nor after a bucket's conversion to another rate (...
     /// whether or not it owed anything then, and even once converted back)": a
@@ -181,6 +185,7 @@ impl Budget {
             id,
             future: false,
             window_ahead: false,
+            moved: false,
         });
         self.stored = t / p.period;
         self.newest = t;
@@ -253,7 +258,7 @@ impl Budget {
                 (taken, (curr + taken).saturating_sub(l))
             }
             Algo::Sliding => {
-                // README (Redis, "the in-process semantics"): "the sliding window's
+                // guide (Redis, "the in-process semantics"): "the sliding window's
                 // `owed` is its weighted count past the limit", at most `max_owed`.
                 let k = t / big_p;
                 let e = t - k * big_p;
@@ -294,7 +299,7 @@ impl Budget {
             window: t / big_p,
             at: t,
         };
-        // README (item 2 of issue 37): `owed` saturates, never wraps past 2^32.
+        // `Charge::owed`: "`u32::MAX` for a debt of `u32::MAX` requests or more".
         (taken, u32::try_from(owed).unwrap_or(u32::MAX), rec)
     }
 
@@ -399,7 +404,7 @@ impl Budget {
             }
             Algo::Log => {
                 // The last write is given back exactly (its part past the ring first,
-                // which frees nothing). After other writes, the README leaves what it
+                // which frees nothing). After other writes, the guide leaves what it
                 // gives to the ring ("while they are still the newest"; nothing after
                 // a later same-instant overdraft): what is truly held keeps the rest
                 // out.

@@ -1,6 +1,6 @@
 //! FixedWindow, SlidingWindow and SlidingLog as a list of admitted requests (time, cost).
 //!
-//! README: FixedWindow "at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's
+//! guide: FixedWindow "at most `limit` per window `[k·P, (k+1)·P)`, aligned to the clock's
 //! zero"; SlidingWindow "admitted iff `prev·(P − e) + (curr + n)·P ≤ limit·P`, exact
 //! integers"; SlidingLog "exact: at most `limit` admitted in every interval `(t − P, t]`".
 //! Reservations: "the fixed window books into the earliest window where the request fits
@@ -23,6 +23,10 @@ pub struct Entry {
     pub future: bool,
     /// Booked into a window after its reading's (the windows).
     pub window_ahead: bool,
+    /// The windows: booked into a later window that held nothing, so the key moved
+    /// there from the window before it (guide::promises, cancel-window-moved: "the window that a booking moved the key
+    /// from").
+    pub moved: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -35,6 +39,20 @@ pub struct Entries {
     /// A keyed table's key found missing: the reading it is decided at (the reclaim
     /// floor) until its first write; 0 otherwise.
     pub floor: u128,
+    /// The fixed window: windows whose moving booking was cancelled while something else
+    /// was booked in them (guide::promises, cancel-window-moved: "else its rest stays given up"): once they hold nothing,
+    /// the rest of the window before each is given up.
+    pub given_up: Vec<u128>,
+    /// The fixed window: what a given-up window's count was set to beyond its entries,
+    /// `(window, limit − its entries)` when it was given up (guide::promises, cancel-window-moved: "else its rest stays
+    /// given up": counted as full, at the limit of the time).
+    pub adjust: Vec<(u128, i128)>,
+    /// The sliding window: the start of a window a booking moved the key into, whose
+    /// moving booking was cancelled while something else was booked in it
+    /// (guide::promises, cancel-window-moved: "a sliding window admits nothing before the
+    /// window the key was moved into starts"), 0 when none: nothing is admitted before
+    /// it, even once that window's entries are all given back.
+    pub held: u128,
 }
 
 impl Entries {
@@ -50,11 +68,14 @@ impl Entries {
     }
 
     fn count(&self, w: u128, p: &Params) -> u128 {
-        self.v
+        let entries: u128 = self
+            .v
             .iter()
             .filter(|e| e.ts / p.period == w)
             .map(|e| u128::from(e.n))
-            .sum()
+            .sum();
+        let adjust: i128 = self.adjust.iter().filter(|a| a.0 == w).map(|a| a.1).sum();
+        u128::try_from(entries as i128 + adjust).expect("a window's count is never negative")
     }
 
     fn pending(&self, t: u128, p: &Params) -> bool {
@@ -62,12 +83,15 @@ impl Entries {
     }
 
     /// The earliest time a new request may be decided at: the newest entry (a pending
-    /// booking's time), or, for the sliding window, the start of its window (README:
+    /// booking's time), or, for the sliding window, the start of its window (guide:
     /// "its state keeps counts, not the booked time").
     fn gate(&self, p: &Params) -> Option<u128> {
+        if p.algo == Algo::Sliding && self.newest().is_none() && self.held > 0 {
+            return Some(self.held);
+        }
         let m = self.newest()?;
         Some(match p.algo {
-            Algo::Sliding => m / p.period * p.period,
+            Algo::Sliding => (m / p.period * p.period).max(self.held),
             _ => m,
         })
     }
@@ -132,7 +156,7 @@ impl Entries {
         }
     }
 
-    /// README (Decision::remaining): "How many more requests of cost 1 would be admitted
+    /// guide (Decision::remaining): "How many more requests of cost 1 would be admitted
     /// right now": none while a booking is pending.
     pub fn remaining(&self, t: u128, p: &Params) -> u32 {
         if self.pending(t, p) {
@@ -163,13 +187,20 @@ impl Entries {
     }
 
     /// The time from which the state says nothing: the window's end, the sliding window's
-    /// next window's end, the log's newest entry plus the period.
+    /// next window's end (or the start of the window it is held until), the log's newest
+    /// entry plus the period.
     pub fn idle_at(&self, p: &Params) -> u128 {
-        let Some(m) = self.newest() else { return 0 };
+        let Some(m) = self.newest() else {
+            return if p.algo == Algo::Sliding {
+                self.held
+            } else {
+                0
+            };
+        };
         let big_p = p.period;
         match p.algo {
             Algo::Fixed => (m / big_p + 1) * big_p,
-            Algo::Sliding => (m / big_p + 2) * big_p,
+            Algo::Sliding => ((m / big_p + 2) * big_p).max(self.held),
             _ => m + big_p,
         }
     }
@@ -188,6 +219,7 @@ impl Entries {
                 id: 0,
                 future: false,
                 window_ahead: false,
+                moved: false,
             });
         }
         let idle = after.idle_at(p);
@@ -216,6 +248,7 @@ impl Entries {
             Algo::Sliding => e.ts / big_p + 1 >= k,
             _ => e.ts + big_p > t,
         });
+        self.adjust.retain(|a| a.0 >= k);
     }
 
     /// Takes `n` decided at `t` (the state's time already applied), due at `at`.
@@ -223,70 +256,115 @@ impl Entries {
         self.prune(t, p);
         self.now = self.now.max(t);
         self.floor = 0;
+        let w = at / p.period;
+        let ahead = w > t / p.period;
+        let moved = ahead && !self.v.iter().any(|e| e.ts / p.period == w);
         self.v.push(Entry {
             ts: at,
             n,
             id,
             future: at > t,
-            window_ahead: at / p.period > t / p.period,
+            window_ahead: ahead,
+            moved,
         });
     }
 
-    /// A cancel. The log (README): "a booking for a later time gives nothing back once
-    /// anything was logged after it". The windows, by the rule of issue 37, item 5: "a
-    /// booking cancelled while its window's state still stands gives its count back
-    /// whatever the order; only restoring the window the first later-window booking
-    /// moved from needs last-first" (a window's count is a sum).
+    /// guide: "for the windows and the log, everything while nothing later was booked
+    /// into a later ... window or entry, else nothing" (the log: "a booking for a later
+    /// time gives nothing back once anything was logged after it"). The windows
+    /// (guide::promises, cancel-window: "A window booking (fixed or sliding) gives its
+    /// count back in any order while the key is still in the booking's window";
+    /// cancel-window-moved: "The window a booking moved the key from is given back only by
+    /// cancelling that booking while nothing else is booked in its window; else its rest
+    /// stays given up: a fixed window counts it at the limit, a sliding window admits
+    /// nothing before the window the key was moved into starts").
     pub fn cancel(&mut self, t: u128, b: &Booking, p: &Params) {
         let Some(i) = self.v.iter().position(|e| e.id == b.id) else {
             return;
         };
-        let (mine, future) = (self.v[i].ts, self.v[i].future);
         if p.algo == Algo::Log {
-            let later = |e: &Entry| e.ts > mine || (future && e.ts == mine && e.id > b.id);
-            if self.v.iter().any(|e| e.id != b.id && later(e)) {
-                return;
-            }
-            self.v.remove(i);
-            // A cancel restores the log as it was before the booking: its time is its
-            // newest entry's again (README: "A roll-back gives back exactly what its
-            // booking took"); a booking whose time the state has reached (the cancel's
-            // reading, or the state's own time) is pending no more.
-            let seen = t.max(self.now);
-            for e in &mut self.v {
-                if e.ts <= seen {
-                    e.future = false;
-                }
-            }
-            self.now = self.v.iter().filter(|e| !e.future).map(|e| e.ts).max().unwrap_or(0);
-            return;
+            return self.cancel_log(t, i, b);
         }
+        let (mine, future, moved) = {
+            let e = &self.v[i];
+            (e.ts, e.future, e.moved)
+        };
         let w = mine / p.period;
-        // The state's window: a later one counted since supersedes this booking's.
-        if self.v.iter().any(|e| e.ts / p.period > w) {
+        let later = |e: &Entry| match p.algo {
+            Algo::Log => e.ts > mine || (future && e.ts == mine && e.id > b.id),
+            _ => e.ts / p.period > w,
+        };
+        // A sliding window held until a later window's start is in that window, whose
+        // counts superseded this one's.
+        if p.algo == Algo::Sliding && self.held / p.period > w {
             return;
         }
-        // The booking that moved the state into a later window: the first written there.
-        let first = self
-            .v
-            .iter()
-            .filter(|e| e.ts / p.period == w)
-            .map(|e| e.id)
-            .min();
-        let mover = self.v[i].window_ahead && first == Some(b.id);
-        // The rule before item 5: nothing once anything was booked after it into its
-        // window (for a booking into a later window than its reading's).
-        if self.v[i].window_ahead && self.v.iter().any(|e| e.ts / p.period == w && e.id > b.id) {
-            crate::check::note("issue 37 item 5's rule: a window booking cancelled out of order gives its count back");
+        if self.v.iter().any(|e| e.id != b.id && later(e)) {
+            return;
         }
-        let alone = !self.v.iter().any(|e| e.id != b.id && e.ts / p.period == w);
+        // A given-up window set to the limit may count less than the booking (the limit
+        // was lowered below its count before): nothing to take it from.
+        if p.algo == Algo::Fixed && self.count(w, p) < u128::from(self.v[i].n) {
+            return;
+        }
         self.v.remove(i);
-        if mover && !alone && p.algo == Algo::Fixed {
-            // Its count is given back, but the window it moved from is not restored: the
-            // fixed window's earlier counts are gone for good (the sliding window keeps
-            // the previous one as its `prev`).
-            self.v.retain(|e| e.ts / p.period >= w);
+        let others = self.count(w, p) > 0;
+        if p.algo == Algo::Sliding && moved && others {
+            self.held = self.held.max(w * p.period);
         }
+        if p.algo != Algo::Fixed {
+            return;
+        }
+        if moved && others && !self.given_up.contains(&w) {
+            self.given_up.push(w);
+        }
+        if !others {
+            if let Some(at) = self.given_up.iter().position(|&g| g == w) {
+                self.given_up.swap_remove(at);
+                if w == 0 {
+                    // None before window 0: the key is fresh.
+                    return;
+                }
+                // The window the key was moved from, counted at the limit; it is itself
+                // given up in turn once it counts nothing (the key is never held until
+                // a window that counts nothing).
+                let from = w - 1;
+                let rest = i128::from(p.limit) - self.count(from, p) as i128;
+                self.adjust.push((from, rest));
+                if !self.given_up.contains(&from) {
+                    self.given_up.push(from);
+                }
+                self.v.push(Entry {
+                    ts: from * p.period,
+                    n: 0,
+                    id: 0,
+                    future: false,
+                    window_ahead: false,
+                    moved: false,
+                });
+            }
+        }
+    }
+
+    /// The log's cancel at `t` of entry `i`: "a booking for a later time gives nothing
+    /// back once anything was logged after it". It restores the log as it was before the
+    /// booking: its time is its newest entry's again (a roll-back gives back what it took);
+    /// a booking whose time the state has reached (the cancel's reading, or the state's own
+    /// time) is pending no more.
+    fn cancel_log(&mut self, t: u128, i: usize, b: &Booking) {
+        let (mine, future) = (self.v[i].ts, self.v[i].future);
+        let later = |e: &Entry| e.ts > mine || (future && e.ts == mine && e.id > b.id);
+        if self.v.iter().any(|e| e.id != b.id && later(e)) {
+            return;
+        }
+        self.v.remove(i);
+        let seen = t.max(self.now);
+        for e in &mut self.v {
+            if e.ts <= seen {
+                e.future = false;
+            }
+        }
+        self.now = self.v.iter().filter(|e| !e.future).map(|e| e.ts).max().unwrap_or(0);
     }
 
     /// The sliding window's weighted count at `t`: `prev·(P − e) + curr·P` (requests ×
@@ -298,7 +376,7 @@ impl Entries {
         prev * (p.period - e) + self.count(k, p) * p.period
     }
 
-    /// What the entry has used, under each reading of README's "a window's count, the
+    /// What the entry has used, under each reading of the guide's "a window's count, the
     /// log's entries in the period": (the current window's count, every counted request).
     pub fn used(&self, t: u128, p: &Params) -> (u128, u128) {
         let k = t / p.period;
@@ -313,13 +391,17 @@ impl Entries {
             .map(|e| u128::from(e.n))
             .sum();
         // The log holds its last `limit` admissions: no more of them can count in any
-        // window of the period (README: "at most `limit` admitted in every interval").
+        // window of the period (guide: "at most `limit` admitted in every interval").
         let all = match p.algo {
             Algo::Log => all.min(u128::from(p.limit)),
+            Algo::Fixed => {
+                let adjust: i128 = self.adjust.iter().filter(|a| a.0 >= k).map(|a| a.1).sum();
+                (all as i128 + adjust) as u128
+            }
             _ => all,
         };
         let curr = match p.algo {
-            Algo::Log => all,
+            Algo::Log | Algo::Fixed => all,
             _ => {
                 self.count(k, p)
                     + self

@@ -1,6 +1,6 @@
 //! TokenBucket and LeakyBucket: GCRA in integer nanoseconds.
 //!
-//! README: "GCRA: a request of cost `n` at `t` is admitted iff
+//! guide: "GCRA: a request of cost `n` at `t` is admitted iff
 //! `max(TAT, t) + n·T − t ≤ burst·T`"; "`LeakyBucket` admits exactly what `TokenBucket`
 //! admits; `Decision::delay()` says how long to hold each admitted request"
 //! (DESIGN: "delay = max(TAT, t) − t").
@@ -15,8 +15,8 @@ pub struct Gcra {
     pub wt: u128,
     /// The leaky bucket's admissions still holding their slots, in order (ids).
     pub slots: Vec<u64>,
-    /// A conversion took the debt past the horizon (README: "a debt reaching past the
-    /// clock's horizon, 146 years, ends there"): from then on the model is no longer
+    /// A conversion took the debt to the horizon (guide::promises: "a converted debt ends at
+    /// the clock's horizon at the latest"): from then on the model is no longer
     /// exact, even once converted back below it.
     pub was_past_horizon: bool,
     /// A fresh key of a keyed table found missing: the reading it is decided at until
@@ -26,7 +26,7 @@ pub struct Gcra {
 }
 
 impl Gcra {
-    /// `tat` as the deciding quota's state at `t`. README: "a bucket's debt at the change
+    /// `tat` as the deciding quota's state at `t`. guide: "a bucket's debt at the change
     /// `c` is converted into the new quota's requests, `TAT' = c + ⌈(TAT − c)·T_new /
     /// T_old⌉`, rounded up so the limit is never exceeded"; for tiers, "a request under
     /// another tier converts the key's debt ... into its own tier's requests when it is
@@ -36,13 +36,15 @@ impl Gcra {
         if self.wt == 0 || self.wt == tn || self.tat <= t {
             return self.tat;
         }
-        // Saturating: a debt the engine cannot hold is past the horizon, where the
-        // targets stop comparing.
+        // README: "a converted debt ends at the clock's horizon at the latest (2^62 ns
+        // after its zero, about 146 years), unless it already ended later".
+        let end = self.tat.max(super::HORIZON);
         t.saturating_add((self.tat - t).saturating_mul(tn).div_ceil(self.wt))
+            .min(end)
     }
 
     /// Stores the conversion; true when a debt was converted to another rate (bookings
-    /// made before it then give nothing back: README "after a `set_quota` or tier change
+    /// made before it then give nothing back: guide "after a `set_quota` or tier change
     /// that converted a bucket's state to another rate, nothing either").
     pub fn convert(&mut self, t: u128, p: &Params) -> bool {
         let tn = p.t();
@@ -101,7 +103,7 @@ impl Gcra {
     }
 
     /// When a booking of `n` at `t` may proceed: GCRA virtual scheduling for the token
-    /// bucket (README: "For the buckets this is GCRA virtual scheduling"), the start of
+    /// bucket (guide: "For the buckets this is GCRA virtual scheduling"), the start of
     /// its release slot for the leaky bucket (its `delay`). MODEL CHOICE: the leaky
     /// bucket's reservation waits for its slot, `max(TAT, t) − t`.
     pub fn proceed_at(&self, t: u128, n: u32, p: &Params) -> u128 {
@@ -132,7 +134,7 @@ impl Gcra {
         }
         let weight = u128::from(b.n) * b.rate;
         if p.algo == Algo::Leaky {
-            // README: "for the leaky bucket's spaced slots ... everything while nothing
+            // guide: "for the leaky bucket's spaced slots ... everything while nothing
             // later was booked into a later slot ..., else nothing" (the state as the
             // booking left it).
             if self.slots.last() == Some(&b.id) && self.tat == b.tat {
@@ -141,7 +143,7 @@ impl Gcra {
             }
             return;
         }
-        // README: "for the token bucket, its tokens less how far what is still booked
+        // guide: "for the token bucket, its tokens less how far what is still booked
         // reaches past its own time: the state's `TAT − τ` (with the `τ` it was booked
         // under) against its due time" (x/time/rate measures from `lastEvent`, which
         // cancels out of order do not move back).

@@ -1,5 +1,5 @@
-//! Exact models of the README's promises, in integer nanoseconds (`u128`, so no model
-//! sum can overflow). Written from the README's sentences, not from the engine's code:
+//! Exact models of the guide's promises, in integer nanoseconds (`u128`, so no model
+//! sum can overflow). Written from the guide's sentences, not from the engine's code:
 //! each function names the sentence it implements.
 
 pub mod budget;
@@ -10,7 +10,7 @@ pub mod table;
 use std::time::Duration;
 use tollgate::{Algorithm, Quota};
 
-/// README: "Time is `u64` nanoseconds since the clock's zero, clamped at 2^62 ns".
+/// guide: "Time is `u64` nanoseconds since the clock's zero, clamped at 2^62 ns".
 pub const HORIZON: u128 = 1 << 62;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,12 +61,12 @@ pub struct Params {
 }
 
 impl Params {
-    /// README: "`T = ⌈P / limit⌉` the emission interval in whole nanoseconds, rounded **up**".
+    /// guide: "`T = ⌈P / limit⌉` the emission interval in whole nanoseconds, rounded **up**".
     pub fn t(&self) -> u128 {
         self.period.div_ceil(u128::from(self.limit))
     }
 
-    /// README: "burst = bucket capacity"; "Windows accept no burst other than `limit`".
+    /// guide: "burst = bucket capacity"; "Windows accept no burst other than `limit`".
     pub fn cap(&self) -> u32 {
         if self.algo.is_bucket() {
             self.burst
@@ -91,7 +91,7 @@ pub struct Expect {
     pub allowed: bool,
     pub limit: u32,
     pub burst: u32,
-    /// README (Decision): "How many more requests of cost 1 would be admitted right now,
+    /// guide (Decision): "How many more requests of cost 1 would be admitted right now,
     /// after this one."
     pub remaining: u32,
     /// "Duration until the full quota is available again".
@@ -184,7 +184,7 @@ impl Lim {
     }
 
     /// The decision a request of cost `n` gets at `t` under `p`, without committing it.
-    /// `None` when `n` can never fit (README: "`Err(InsufficientCapacity)` when 5 can
+    /// `None` when `n` can never fit (guide: "`Err(InsufficientCapacity)` when 5 can
     /// never fit").
     pub fn decide(&self, t: u128, n: u32, p: &Params) -> Option<Expect> {
         if n > p.cap() {
@@ -197,7 +197,7 @@ impl Lim {
     }
 
     /// Stores a bucket's conversion to `p`'s rate at `t` (a no-op for the windows and
-    /// for a state already at that rate); a conversion starts a new generation (README:
+    /// for a state already at that rate); a conversion starts a new generation (guide:
     /// "after a `set_quota` or tier change that converted a bucket's state to another
     /// rate, nothing either", converted back or not).
     pub fn convert(&mut self, t: u128, p: &Params) {
@@ -315,7 +315,7 @@ impl Lim {
         Reserved::Ok { wait, booking }
     }
 
-    /// `Reservation::cancel` at `t` (README: "`cancel()` gives back what no later booking
+    /// `Reservation::cancel` at `t` (guide: "`cancel()` gives back what no later booking
     /// depends on, by Go x/time/rate's `CancelAt` rule (nothing once the reservation is
     /// due)"; x/time/rate gives nothing when `timeToAct.Before(t)`).
     pub fn cancel(&mut self, t: u128, b: &Booking, p: &Params) {
@@ -337,7 +337,7 @@ impl Lim {
     }
 
     /// Whether every time the state holds is below the horizon (the engine's states are;
-    /// beyond it the README states nothing, so the targets stop comparing).
+    /// beyond it the guide states nothing, so the targets stop comparing).
     pub fn below_horizon(&self) -> bool {
         match &self.s {
             State::Gcra(g) => g.tat < HORIZON && !g.was_past_horizon,

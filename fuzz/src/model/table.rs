@@ -1,7 +1,7 @@
 //! A small keyed table: what each key would get from its own unbounded limiter, plus the
-//! README's rules for a full table.
+//! the guide's rules for a full table.
 //!
-//! README: "An entry whose state says nothing any more (a bucket full again, its windows
+//! guide: "An entry whose state says nothing any more (a bucket full again, its windows
 //! over, its log empty) is **idle**: it decides exactly as a fresh key would, so its slot
 //! is silently reused by the next new key"; "Only when both of a new key's windows hold
 //! active keys (none idle) does the policy apply"; `Evict`: "in place of the entry that
@@ -12,14 +12,14 @@
 use super::{Algo, Lim, Params, State};
 use std::collections::BTreeMap;
 
-pub const ROOM: &str = "README (API contract): \"`.max_keys(1 << 20)                   // room for this many active keys`\"; \"Only when both of a new key's windows hold active keys (none idle) does the policy apply\"";
-pub const EVICT: &str = "README (OnFull::Evict): \"tracked, in place of the entry that has used least (a bucket's debt, a window's count, the log's entries in the period; ties: the soonest idle)\"";
-pub const REFUSED: &str = "README (OnFull::Deny): \"refused: a denial whose `retry_after` is when the soonest entry in its windows frees up; counted in `refused`\"";
+pub const ROOM: &str = "guide::promises (room): \"`max_keys(n)` is room for `n` active keys. Only when both of a new key's groups hold active keys (none idle) does the policy apply\"";
+pub const EVICT: &str = "guide::promises (evict): \"tracks the new key in place of the entry that has used least (a bucket's debt, a window's count, the log's entries in the period; ties: the soonest idle)\"";
+pub const REFUSED: &str = "guide::promises (deny): \"a new key is refused: a denial whose `retry_after` is when the soonest entry in its groups frees up; counted in `refused`\"";
 pub const UNTRACKED: &str =
-    "README (OnFull::Allow): \"admitted untracked; counted in `untracked`\"";
-pub const IDLE: &str = "README: \"An entry whose state says nothing any more ... is **idle**: it decides exactly as a fresh key would, so its slot is silently reused by the next new key\"";
-pub const FLOOR: &str = "README (Concurrency): \"A request that read the clock before its own key's slot was reclaimed (a descheduled thread, a core whose clock lags) finds the key missing and is decided no earlier than the newest reclaim in its shard\"";
-pub const RESET: &str = "README: \"`reset(&key)` / `remove(&key)` (the key's slot becomes idle and is the first reused)\"";
+    "guide::promises (allow): \"a new key is admitted untracked; counted in `untracked`\"";
+pub const IDLE: &str = "guide::promises (idle): \"An entry whose state says nothing any more (a bucket full again, its windows over, its log empty) is **idle**: it decides exactly as a fresh key would, so its slot is silently reused by the next new key\"";
+pub const FLOOR: &str = "guide::promises (reclaimed): \"A request that finds its key reclaimed by a later reading is decided no earlier than the newest reclaim in its shard: it never re-earns quota the old state withheld.\"; (retry-after): \"never too early, even measured from a stale reading\"";
+pub const RESET: &str = "guide::promises (reset): \"`reset(&key)` / `remove(&key)` leave the key's slot idle, and it is the first reused\"";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Full {
@@ -67,7 +67,7 @@ impl Table {
         }
     }
 
-    /// README: "The table allocates 1.48 slots per key."
+    /// guide: "The table allocates 1.48 slots per key."
     pub fn slots(&self) -> usize {
         (self.max_keys * 148).div_ceil(100)
     }
@@ -179,18 +179,20 @@ impl Table {
         // the weighted count that still counts at `t`, `prev·(P − e) + curr·P` (its own
         // measure of use, in requests × P).
         for reading in 0..3 {
-            // used as a fraction num/den, then the idle stamp; README: "an entry holding
+            // used as a fraction num/den, then the idle stamp; guide: "an entry holding
             // a reservation for a later window or time ranks above every entry that
             // holds none" (windows and log: a booked entry after `t`).
             let key = |l: &Lim| -> (u128, u128, u128) {
                 let ahead = match &l.s {
-                    State::Entries(e) => e.v.iter().any(|x| {
-                        x.future
-                            && match p.algo {
-                                Algo::Log => x.ts > t,
-                                _ => x.ts / p.period > t / p.period,
-                            }
-                    }),
+                    State::Entries(e) => {
+                        e.v.iter().any(|x| {
+                            x.future
+                                && match p.algo {
+                                    Algo::Log => x.ts > t,
+                                    _ => x.ts / p.period > t / p.period,
+                                }
+                        }) || (p.algo == Algo::Sliding && e.held / p.period > t / p.period)
+                    }
                     State::Gcra(_) => false,
                 };
                 // An entry ahead ranks above any count a window or a log can hold.
@@ -205,7 +207,7 @@ impl Table {
                         }
                     }
                     State::Entries(e) => {
-                        // README: a keyed log ranks "every entry its ring holds": the
+                        // guide: a keyed log ranks "every entry its ring holds": the
                         // largest tier's limit at build, whatever set_quota did since.
                         let (curr, all) = e.used(
                             t,
@@ -229,7 +231,7 @@ impl Table {
                 .iter()
                 .map(|(_, l)| key(l))
                 .min_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)).then(a.2.cmp(&b.2)));
-            // README: "among those, the order is the algorithm's own": when every
+            // guide: "among those, the order is the algorithm's own": when every
             // candidate holds a reservation ahead, any of them may go.
             if best.is_some_and(|b| b.0 >= 1u128 << 100 && b.1 == 1) {
                 for (k, _) in &cands {

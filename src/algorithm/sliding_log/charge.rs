@@ -108,7 +108,7 @@ impl SlidingLog {
     /// are out of it or never used: the freed slots become never-used ones). A ring
     /// whose every slot is in the window may hold an overdraft it cannot count (a charge
     /// past the ring), and gives nothing back: a charge's own
-    /// [`give_back`](crate::Charge::give_back) knows what it took. Nothing either while
+    /// [`give_back`](crate::charge::Charge::give_back) knows what it took. Nothing either while
     /// a booking for a later time is pending (its entries are the newest).
     pub(crate) fn give_back<S: Stamps>(
         &self,

@@ -8,7 +8,7 @@
 
 use super::booking::{Booked, Booking, Overwritten, Reserved};
 use super::SLIDING_LOG_MAX_LIMIT;
-use crate::{ConfigError, Decision, Quota};
+use crate::{decision::Decision, error::ConfigError, quota::Quota};
 use ring::EMPTY;
 pub(crate) use ring::{Cursor, Ring, Stamps, EMPTY_STAMP};
 
@@ -23,7 +23,7 @@ pub(crate) struct SlidingLog {
     limit: u32,
 }
 
-/// The parameters as the words `sync::Swap` publishes: the period and the limit (the
+/// The parameters as the words `sync::Replaceable` publishes: the period and the limit (the
 /// other two unused).
 impl crate::sync::Words for SlidingLog {
     #[inline]
@@ -133,8 +133,7 @@ impl SlidingLog {
     /// `now <= HORIZON_NS`, `cost <= limit`.
     ///
     /// Its fast path inline, the rest out of line: one function for both paid a call,
-    /// a frame and the ring through memory on every decision (a keyed decision at 1,000
-    /// keys: 392 instructions, 368 with the split).
+    /// a frame and the ring through memory on every decision.
     #[inline(always)]
     pub(crate) fn step<S: Stamps>(&self, ring: &mut Ring<S>, now: u64, cost: u32) -> Decision {
         // When the newest entry has left the window, every entry has (they are in

@@ -13,7 +13,7 @@ use tower_service::Service;
 
 use super::*;
 use crate::http::{ClientIp, Global, PeerAddr};
-use crate::{Algorithm, KeyedRateLimiter, Quota, RateLimiter};
+use crate::{keyed::KeyedRateLimiter, limiter::RateLimiter, quota::Algorithm, quota::Quota};
 
 /// A recorder keeping every counter by its rendered key.
 #[derive(Default)]

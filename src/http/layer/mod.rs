@@ -62,6 +62,12 @@ struct Config {
 /// tower stack over `http::Request<B>`. Every service it makes shares the policies'
 /// limiters (clones never get their own state).
 ///
+/// The policies of one layer are all-or-nothing: a request one of them denies consumes
+/// nothing from the others ([`policy`](Self::policy)). Stacked layers are not: each
+/// decides on its own, so a request an inner layer denies (say, a route's byte quota
+/// under a router-wide per-IP limit) has been counted by every layer outside it. Put
+/// limits that must hold together in one layer.
+///
 /// # Example
 ///
 /// ```
@@ -121,7 +127,8 @@ impl RateLimitLayer {
     }
 
     /// Adds a policy. A request must pass every enforced policy, and one denied by any of
-    /// them consumes nothing from the others: with two or more enforced policies, each is
+    /// them consumes nothing from the others of this layer (a layer stacked outside this
+    /// one has already counted it): with two or more enforced policies, each is
     /// first peeked and then acquired (for a Redis exact backend, two round trips). Between
     /// the peek and the acquire another request may take the last capacity of a later
     /// policy; the earlier ones are then given back through [`Backend::release`](super::Backend::release) where the
@@ -153,7 +160,8 @@ impl RateLimitLayer {
     }
 
     /// Whether admitted responses carry `RateLimit-Policy` and `RateLimit` (default true;
-    /// denials always do).
+    /// denials always do). A shadow policy is in them only with
+    /// [`Policy::shadow_headers`].
     ///
     /// # Example
     ///

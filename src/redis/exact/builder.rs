@@ -35,7 +35,7 @@ pub struct RedisRateLimiterBuilder {
     pub(super) deployment: Option<Deployment>,
 }
 
-crate::redis::knobs::target_knobs!(
+crate::redis::shared_settings::shared_settings!(
     RedisRateLimiterBuilder,
     "RedisRateLimiter",
     "TokenBucket",

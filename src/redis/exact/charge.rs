@@ -28,7 +28,7 @@ fn charge_script() -> &'static Script {
 /// and by the hybrid mode's [`HybridRateLimiter::charge`](crate::redis::HybridRateLimiter::charge),
 /// which counts locally.
 ///
-/// The same numbers as the in-process [`Charge`](crate::Charge): a charge is never
+/// The same numbers as the in-process [`Charge`](crate::charge::Charge): a charge is never
 /// denied; it takes its cost whatever is left, and the key then owes what went past its
 /// quota ([`owed`](Self::owed)), at most `max_owed` requests (one burst by default):
 /// the part past that bound is not counted ([`dropped`](Self::dropped)). It holds no
@@ -112,8 +112,9 @@ impl RedisCharge {
         self.tracked && self.owed == 0
     }
 
-    /// How many requests the key owes past its quota after the charge (0 when it fit):
-    /// a bucket's debt in requests, rounded up; a window's count past the limit (the
+    /// How many requests the key owes past its quota after the charge (0 when it fit;
+    /// `u32::MAX` for a debt of `u32::MAX` requests or more): a bucket's debt in
+    /// requests, rounded up; a window's count past the limit (the
     /// sliding window's weighted count, rounded up); the log's active entries past the
     /// limit.
     ///
@@ -203,18 +204,17 @@ impl Plan {
     /// count times the period, and the sum of two such, stays exact: the lower bound
     /// for periods past about half an hour); 0 for the log, which needs none.
     fn charge_bound(&self, max_owed: u32) -> u64 {
-        use crate::algorithm::index_bits;
         let field = |shift: u32| (1u64 << shift.min(32)) - 1;
         match *self {
             Plan::Gcra { t_us, .. } => {
                 (u128::from(max_owed) * u128::from(t_us)).min(u128::from(MAX_SPAN_US)) as u64
             }
             Plan::Fixed { p_us, limit } => {
-                let shift = 64 - index_bits(p_us * 1000);
-                (u64::from(limit) + u64::from(max_owed)).min(field(shift))
+                let bits = crate::algorithm::fixed_window::count_field_bits(p_us * 1000);
+                (u64::from(limit) + u64::from(max_owed)).min(field(bits))
             }
             Plan::Sliding { p_us, limit } => {
-                let shift = (64 - index_bits(p_us * 1000)) / 2;
+                let shift = crate::algorithm::sliding_window::count_field_bits(p_us * 1000);
                 (u64::from(limit) + u64::from(max_owed))
                     .min(field(shift))
                     .min((4 * MAX_SPAN_US) / p_us)
@@ -231,7 +231,7 @@ impl RedisRateLimiter {
     /// [`RedisCharge::dropped`]), and its next requests wait until the debt is paid at
     /// the quota's rate (the buckets), or until the charged window or period has passed
     /// (the windows, the log), exactly as the in-process
-    /// [`RateLimiter::charge`](crate::RateLimiter::charge) decides, in one atomic
+    /// [`RateLimiter::charge`](crate::limiter::RateLimiter::charge) decides, in one atomic
     /// script on Redis's clock. Check before the work with [`peek_n`](Self::peek_n)
     /// (`peek_n(key, 0)` reports what is left, writing nothing); give back with
     /// [`give_back`](Self::give_back).
@@ -341,7 +341,7 @@ impl RedisRateLimiter {
     /// Gives `n` back to `key`, never below an empty state; returns how many requests
     /// were given back. For a caller that keeps no record of what it charged (a
     /// stateless service told to give hits back), with the in-process
-    /// [`RateLimiter::give_back`](crate::RateLimiter::give_back)'s rules: a bucket gives
+    /// [`RateLimiter::give_back`](crate::limiter::RateLimiter::give_back)'s rules: a bucket gives
     /// back `min(n, ⌈(TAT − now)/T⌉)` requests of its debt (never below a full bucket);
     /// a window from its counts that still weigh, the current window's first (the
     /// fixed window's while it lasts; the sliding window's previous one next); a log
@@ -444,7 +444,9 @@ impl Inner {
 }
 
 /// The charge script's reply: a decision, then `taken, owed, dropped, given` (each at
-/// most `n`, but `owed`, at most `u32::MAX`; `taken + dropped` is `n` for a charge).
+/// most `n`, but `owed`, at most `u32::MAX`: the script saturates it, as the engine
+/// does, so a larger value is not a reply of ours; `taken + dropped` is `n` for a
+/// charge).
 fn parse_accounted<'a>(active: &Active, reply: &[i64], n: u32) -> Result<Accounted<'a>, Error> {
     let bad = || Error::BadReply(format!("{reply:?} is not a charge's reply"));
     if reply.len() != 9 {

@@ -29,7 +29,7 @@ pub enum Fallback {
     Deny,
     /// Decide locally, one limit per key, running the same algorithm on this quota
     /// (typically the global quota divided by the number of instances) until Redis
-    /// answers again: a [`KeyedRateLimiter`](crate::KeyedRateLimiter) of 65,536 keys,
+    /// answers again: a [`KeyedRateLimiter`](crate::keyed::KeyedRateLimiter) of 65,536 keys,
     /// fixed memory, on the limiter's clock (the builder's
     /// [`clock`](RedisRateLimiterBuilder::clock) when given).
     Local(Quota),

@@ -29,8 +29,8 @@ use super::{
 use crate::algorithm::{Params, SLIDING_LOG_MAX_LIMIT};
 use crate::sync::{OnceLock, Ordering, PlainAtomicU64 as AtomicU64, StdArc as Arc};
 use crate::{
-    Algorithm, Clock, ConfigError, Decision, InsufficientCapacity, KeyedRateLimiter, QuantaClock,
-    Quota,
+    clock::Clock, clock::QuantaClock, decision::Decision, error::ConfigError,
+    error::InsufficientCapacity, keyed::KeyedRateLimiter, quota::Algorithm, quota::Quota,
 };
 use crossbeam_utils::atomic::AtomicCell;
 use redis::aio::ConnectionLike;
@@ -72,7 +72,7 @@ pub struct RedisStats {
 /// instance, no client skew. [`clock`](RedisRateLimiterBuilder::clock) passes the
 /// caller's clock instead.
 ///
-/// Semantics are the local engine's ([`RateLimiter`](crate::RateLimiter)) in whole
+/// Semantics are the local engine's ([`RateLimiter`](crate::limiter::RateLimiter)) in whole
 /// microseconds: the emission interval is `⌈period_µs / limit⌉` µs (rounded up: never
 /// more than the quota), windows are aligned to the
 /// clock's zero (the Unix epoch with Redis `TIME`), and every number the scripts

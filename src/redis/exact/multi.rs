@@ -2,7 +2,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::{KeyLimit, Limit, MultiDecision};
+use crate::{keyed::KeyLimit, multi::Limit, multi::MultiDecision};
 
 /// Decides one request of cost `n` against several exact limits at once (per user and
 /// global, per second and per day), all or nothing, in one atomic script: one
@@ -236,7 +236,7 @@ fn fall_back_all<K: ?Sized>(
         let refs: Vec<&dyn Limit> = local.iter().map(|(_, l)| l as &dyn Limit).collect();
         // A cost past some local quota's capacity never fits locally: those stay denied
         // (and nothing is consumed).
-        if let Ok(outcome) = crate::check_all(&refs, n) {
+        if let Ok(outcome) = crate::multi::check_all(&refs, n) {
             for ((i, _), d) in local.iter().zip(outcome.decisions()) {
                 decisions[*i] = *d;
             }

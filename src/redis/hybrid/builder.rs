@@ -4,10 +4,10 @@ use super::decide::Inner;
 use super::plan::{Plan, Window};
 use super::table::KeyTable;
 use super::{lock, Connection, Error, HybridRateLimiter, Target, TimeSource};
-use crate::sync::{PlainAtomicU64 as AtomicU64, StdArc as Arc, StdMutex as Mutex};
 #[cfg(doc)]
-use crate::ConfigError;
-use crate::{Algorithm, Clock, Quota};
+use crate::error::ConfigError;
+use crate::sync::{PlainAtomicU64 as AtomicU64, StdArc as Arc, StdMutex as Mutex};
+use crate::{clock::Clock, quota::Algorithm, quota::Quota};
 use crossbeam_utils::atomic::AtomicCell;
 use redis::aio::ConnectionLike;
 use std::fmt;
@@ -46,7 +46,7 @@ pub struct HybridRateLimiterBuilder {
     pub(super) time: TimeSource,
 }
 
-crate::redis::knobs::target_knobs!(
+crate::redis::shared_settings::shared_settings!(
     HybridRateLimiterBuilder,
     "HybridRateLimiter",
     "FixedWindow",

@@ -7,7 +7,7 @@ use super::plan::{Plan, Window};
 use super::table::KeyTable;
 use super::{lock, Connection, TimeSource};
 use crate::sync::{PlainAtomicU64 as AtomicU64, StdMutex as Mutex};
-use crate::{Algorithm, Decision};
+use crate::{decision::Decision, quota::Algorithm};
 use crossbeam_utils::atomic::AtomicCell;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinHandle;

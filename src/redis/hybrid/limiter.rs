@@ -5,7 +5,10 @@ use super::plan::Plan;
 use super::{Error, HybridRateLimiterBuilder, HybridStats, RedisCharge};
 use super::{RedisKey, Target, TimeSource, DEFAULT_PREFIX, DEFAULT_TIMEOUT, KEY_BUF};
 use crate::sync::{PlainOrdering as Ordering, StdArc as Arc};
-use crate::{Algorithm, ConfigError, Decision, InsufficientCapacity, Quota};
+use crate::{
+    decision::Decision, error::ConfigError, error::InsufficientCapacity, quota::Algorithm,
+    quota::Quota,
+};
 use std::fmt;
 use std::time::Duration;
 
@@ -38,9 +41,8 @@ use std::time::Duration;
 /// more than the limit.) A sync sends its keys in chunks of 2,000 (each chunk one
 /// round trip within the timeout; on Redis Cluster one pipeline per hash slot in the
 /// chunk, sent together; 100 keys per script call), so `d` is the whole sync's
-/// duration: measured at 8.5-12 µs of Redis time per key sent, a sync of 100,000
-/// tracked keys of which 1% were used takes about 9 ms of Redis time, all 100,000
-/// about 0.85 s. Redis round trips per decision
+/// duration, which grows with the keys used since the last sync (what a key costs
+/// Redis is measured in BENCHMARKS.md's method, not here). Redis round trips per decision
 /// are at most `1 / (r·I)` per instance and chunk. Windows are aligned to the Unix epoch and
 /// instances' clocks must agree to well within a window.
 ///
@@ -170,7 +172,7 @@ impl HybridRateLimiter {
 
     /// Charges `n` to `key` whatever is left, never denied, locally (no await): for a
     /// cost known only once the work is done. The in-process window's charge
-    /// ([`RateLimiter::charge`](crate::RateLimiter::charge)) on this instance's view of
+    /// ([`RateLimiter::charge`](crate::limiter::RateLimiter::charge)) on this instance's view of
     /// the global counts: the current window's count may pass the limit by one burst
     /// (the limit; [`charge_owing`](Self::charge_owing) sets another bound), the part
     /// past that is not counted ([`RedisCharge::dropped`]), and the key's next requests
@@ -235,7 +237,7 @@ impl HybridRateLimiter {
     /// Gives `n` back to `key` locally, never below 0 as this instance sees the key's
     /// counts; returns how many requests were given back. From the counts that still
     /// weigh, the current window's first (the sliding window's previous one next), as
-    /// the in-process [`RateLimiter::give_back`](crate::RateLimiter::give_back) does.
+    /// the in-process [`RateLimiter::give_back`](crate::limiter::RateLimiter::give_back) does.
     /// A key this instance does not track gives nothing back (its counts are not
     /// known here).
     ///

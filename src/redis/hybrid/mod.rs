@@ -45,7 +45,7 @@ pub struct HybridStats {
     pub sync_errors: u64,
     /// Decisions denied because the key table was full (see
     /// [`max_keys`](HybridRateLimiterBuilder::max_keys)): new keys *refused*, in the
-    /// words of [`OnFull::Deny`](crate::OnFull::Deny) (the field keeps its first name).
+    /// words of [`OnFull::Deny`](crate::table::claim::OnFull::Deny) (the field keeps its first name).
     pub untracked: u64,
     /// Keys tracked now.
     pub keys: u64,

@@ -2,7 +2,7 @@
 //! of the key, changing, counting and inserting nothing.
 
 use super::{HybridRateLimiter, RedisKey, KEY_BUF};
-use crate::{Decision, InsufficientCapacity};
+use crate::{decision::Decision, error::InsufficientCapacity};
 
 impl HybridRateLimiter {
     /// The decision a request of cost 1 for `key` would get now, locally, taking

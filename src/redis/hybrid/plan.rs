@@ -6,8 +6,8 @@ use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::{PackedParams, Params};
 #[cfg(doc)]
-use crate::ConfigError;
-use crate::{Algorithm, Quota};
+use crate::error::ConfigError;
+use crate::{quota::Algorithm, quota::Quota};
 use std::time::Duration;
 
 /// A quota and what the decisions compute from it, swapped together.

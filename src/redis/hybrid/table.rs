@@ -25,13 +25,13 @@
 //! hold the same key (`Arc::ptr_eq`).
 
 use super::counts::Entry;
+use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::sync::StdArc as Arc;
 use crate::table::claim::OnFull;
 use crate::table::counters::Shard;
 use crate::table::geometry::{fingerprint, Geometry, MAX_KEYS};
 use crate::table::locked::{Claim, Floor, LockedTable, SlotEntry};
-use crate::Decision;
 
 /// The hybrid limiter's fixed-capacity key table.
 ///

@@ -16,8 +16,8 @@
 -- Reply: {allowed, remaining, reset_after_us, retry_after_us, delay_us, taken, owed,
 -- dropped, given}: the decision a request of cost 1 would get right after the call
 -- (decided by the algorithm's own function, its write not made), then what the charge
--- counted (taken + dropped = n; owed: how far past the quota the key is after it) or
--- what the give-back gave.
+-- counted (taken + dropped = n; owed: how far past the quota the key is after it, at
+-- most 2^32 - 1) or what the give-back gave.
 --
 -- Every number stays below 2^53: n <= 2^32, counts below 2^33 (the log's below 2^17), and
 -- a bucket's TAT at most now + tau + 2^50 (the largest state the decision script's sums
@@ -152,7 +152,7 @@ local function sliding_window_charge(key, now, n, grace, p, limit, _, cap)
   local over = prev * (p - e) + (after - limit) * p
   local owed = 0
   if over > 0 then
-    owed = math.min(cdiv(over, p), 4294967295)
+    owed = cdiv(over, p)
   end
   if taken > 0 then
     redis.call('HSET', key, 'k', fmt(k), 'p', fmt(prev), 'c', fmt(after), 'w', fmt(p))
@@ -309,6 +309,11 @@ local function account()
   local taken, owed, dropped, given = 0, 0, 0, 0
   if ARGV[8] == '1' then
     taken, owed, dropped = alg[2](KEYS[1], now, n, grace, a1, a2, a3, tonumber(ARGV[9]))
+    -- The one place `owed` saturates: the client reads it as a u32, and a key can owe
+    -- more (a bucket's debt of up to 2^50 us, past the burst a lower quota or an older
+    -- reading left; a sliding window's weighted count), which in-process reads
+    -- u32::MAX too. Every other count of the reply is at most n.
+    owed = math.min(owed, 4294967295)
   else
     given = alg[3](KEYS[1], now, n, grace, a1, a2, a3)
   end

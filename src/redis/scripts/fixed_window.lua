@@ -12,34 +12,11 @@ local function fixed_window(key, now, cost, grace, a1, a2)
     sk, sc = 0, 0
   end
   local current = idiv(now, p)
-  if sk > current and cost == 0 then
-    -- A zero-cost peek before the state's later window: nothing remains now (nothing
-    -- is admitted before that window starts), as the local engine decides.
-    local reset = 0
-    if sc > 0 then
-      reset = sk * p + p - now
-    end
-    return {1, 0, reset, 0, 0}, nil
-  end
-  if sk > current and cost > 0 then
-    -- The state has moved to a later window (a reading newer than this one): this
-    -- window's count is gone, so nothing is admitted before the later one starts (as
-    -- the local engine decides). Waits are measured from the reading: until the later
-    -- window starts, or ends when the request does not fit in it.
-    local start = sk * p
-    local wait = start + p - now
-    if sc + cost <= limit then
-      wait = start - now
-    end
-    -- The state's own reset time: none when it counts nothing (a give-back emptied it).
-    local reset = 0
-    if sc > 0 then
-      reset = start + p - now
-    end
-    return {0, 0, reset, wait, 0}, nil
-  end
-  -- A zero-cost peek of a stale reading is decided in the state's window (time never
-  -- runs backwards).
+  -- A state in a window later than the reading's was written by a newer reading (the
+  -- Redis mode books no reservations, so nothing here is booked ahead: another
+  -- instance's clock, or a caller's clock that stepped back). The reading is decided
+  -- at the state's time, in its window with its count, as the local engine decides a
+  -- reading behind an unmarked state; waits are measured from the reading.
   local k = math.max(current, sk)
   local count = 0
   if k == sk then

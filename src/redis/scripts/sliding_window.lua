@@ -15,8 +15,12 @@ local function sliding_window(key, now, cost, grace, a1, a2)
   end
   local current = idiv(now, p)
   local k, e, prev, curr
-  -- A stale reading is decided at its state's window start; waits are measured from
-  -- the reading itself (plus the lag), never too early for its caller.
+  -- A state in a window later than the reading's was written by a newer reading (the
+  -- Redis mode books no reservations, so nothing here is booked ahead: another
+  -- instance's clock, or a caller's clock that stepped back). The reading is decided
+  -- at the state's time, the earliest one consistent with it: its window's start, where
+  -- the previous window weighs the most, as the local engine decides a reading behind
+  -- an unmarked state. Waits are measured from the reading itself (plus the lag).
   local lag = 0
   if current < sk then
     k, e, prev, curr = sk, 0, sp, sc
@@ -85,16 +89,6 @@ local function sliding_window(key, now, cost, grace, a1, a2)
     return w + lag
   end
 
-  if lag > 0 then
-    -- The state has moved to a later window (a reading newer than this one): nothing
-    -- is admitted before it starts, so nothing remains now; a request waits for the
-    -- window and then for its fit there; a zero-cost peek asks for nothing (as the
-    -- local engine decides). The denied request counts in nothing.
-    if cost == 0 then
-      return {1, 0, wait(curr, limit), 0, 0}, nil
-    end
-    return {0, 0, wait(curr, limit), lag + wait_from_view(curr, cost), 0}, nil
-  end
   -- A zero-cost peek asks for nothing: always allowed.
   if cost == 0 or fits(curr, cost) then
     local after = curr + cost

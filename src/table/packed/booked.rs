@@ -2,12 +2,12 @@
 //! and multi-limit checks), refunds to the state a booking was made on, resets, and
 //! peeks.
 
-use super::{fp_of, pack, state_of, PackedTable, Placed, Scan, Stored};
+use super::{fp_of, pack, state_of, Applied, PackedTable, Scan, Stored};
+use crate::algorithm::booking::Origin;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::decision::Decision;
-use crate::reservation::Origin;
-use crate::sync::{fast_path, Fast, Ordering};
+use crate::sync::{fast_path, HitPath, Ordering};
 use crate::table::generation;
 
 impl<A: PackedAlgorithm> PackedTable<A> {
@@ -15,7 +15,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     /// hashed to `h`, inside the table's protocol (lock-free lookup and update, claims
     /// of empty slots, locked reclaims, the reclaim-race floor on readings). A missing
     /// key is inserted only if `insert` and `f` writes a state for it; otherwise `f`
-    /// is run on the fresh state `0` and nothing is written ([`Placed::Absent`]).
+    /// is run on the fresh state `0` and nothing is written ([`Applied::Absent`]).
     /// `f` may run several times under contention, so it must be pure.
     ///
     /// Also returns what identifies the state the transition was stored on
@@ -33,7 +33,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         rate: Option<Gcra>,
         denial_converts: bool,
         mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Option<(Placed<R>, Origin)> {
+    ) -> Option<(Applied<R>, Origin)> {
         // A present key: one compare-and-swap of the next state alone.
         if let Some(fast) = fast_path() {
             if let Ok(done) = self.run_found(fast, h, &now, rate, &mut f) {
@@ -66,12 +66,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     #[inline(always)]
     fn run_found<R>(
         &self,
-        fast: Fast,
+        fast: HitPath,
         h: u64,
         now: &impl Fn() -> u64,
         rate: Option<Gcra>,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Result<(Placed<R>, Origin), ()> {
+    ) -> Result<(Applied<R>, Origin), ()> {
         if rate.is_some_and(|g| g.mixed()) {
             return Err(());
         }
@@ -99,7 +99,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             };
             let (next, r) = f(state, t);
             let Some(next) = next else {
-                return Ok((Placed::Stored(r), origin));
+                return Ok((Applied::Stored(r), origin));
             };
             match self.slot(i).compare_exchange_fast(
                 fast,
@@ -108,7 +108,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Ok((Placed::Stored(r), origin)),
+                Ok(_) => return Ok((Applied::Stored(r), origin)),
                 Err(actual) if generation::holds(fp_of(actual), fp) => word = actual,
                 Err(_) => return Err(()),
             }
@@ -202,7 +202,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         insert: bool,
         (rate, denial_converts): (Option<Gcra>, bool),
         mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Option<(Placed<R>, Stored)> {
+    ) -> Option<(Applied<R>, Stored)> {
         let _writing = match rate.filter(Gcra::mixed) {
             Some(g) => Some(self.rates().write(&g)?),
             None => None,
@@ -221,7 +221,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     if let Some((r, stored)) =
                         self.update((i, loc.shard), fp, w, t, (rate, denial_converts), &mut f)
                     {
-                        return Some((Placed::Stored(r), stored));
+                        return Some((Applied::Stored(r), stored));
                     }
                 }
                 Scan::Absent { first_empty } => {
@@ -230,7 +230,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     t = self.shards[loc.shard].floor(t);
                     let (next, r) = f(0, t);
                     let Some(next) = next.filter(|_| insert) else {
-                        return Some((Placed::Absent(r), Stored::default()));
+                        return Some((Applied::Absent(r), Stored::default()));
                     };
                     if let Some(e) = first_empty {
                         let class = rate.map_or(0, |g| g.class());
@@ -250,7 +250,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                                 word: kw,
                                 installed,
                             };
-                            return Some((Placed::Stored(r), stored));
+                            return Some((Applied::Stored(r), stored));
                         }
                     } else if let Some(placed) =
                         self.claim(fp, &loc, t, (rate, denial_converts), &mut stored, &mut f)

@@ -3,7 +3,7 @@
 //! over with one compare-and-swap, and the locked rescan that reclaims an idle entry
 //! or applies the `OnFull` policy.
 
-use super::{fp_of, pack, state_of, PackedTable, Placed, Stored, Survey};
+use super::{fp_of, pack, state_of, Applied, PackedTable, Stored, Survey};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::sync::Ordering;
@@ -36,7 +36,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         (rate, denial_converts): (Option<Gcra>, bool),
         stored: &mut Stored,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Option<Placed<R>> {
+    ) -> Option<Applied<R>> {
         if self.on_full == OnFull::Evict {
             return self.claim_evict(fp, loc, now, (rate, denial_converts), stored, f);
         }
@@ -53,16 +53,16 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         };
         let (next, fresh) = f(0, now);
         if next.is_none() {
-            return Some(Placed::Absent(fresh));
+            return Some(Applied::Absent(fresh));
         }
         Some(match self.on_full {
             OnFull::Allow => {
                 self.counts.event(Event::Untracked);
-                Placed::Untracked(fresh)
+                Applied::Untracked(fresh)
             }
             _ => {
                 self.counts.event(Event::Refused);
-                Placed::Refused(
+                Applied::Refused(
                     refusal(params.burst(), Some(soonest), now).with_limit(params.limit()),
                 )
             }
@@ -119,7 +119,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         (rate, denial_converts): (Option<Gcra>, bool),
         stored: &mut Stored,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Option<Placed<R>> {
+    ) -> Option<Applied<R>> {
         let shard = &self.shards[loc.shard];
         let claims = self.claims.of(fp);
         // Read before the ranking's loads.
@@ -141,7 +141,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         let (next, fresh) = f(0, now);
         let Some(next) = next else {
             // The transition writes nothing for a fresh key after all.
-            return Some(Placed::Absent(fresh));
+            return Some(Applied::Absent(fresh));
         };
         self.replace(loc.shard, fp, rate, now, next, target, stored)?;
         if !free {
@@ -149,7 +149,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         } else if fp_of(target.1) != 0 {
             self.counts.event(Event::IdleReclaim);
         }
-        Some(Placed::Stored(fresh))
+        Some(Applied::Stored(fresh))
     }
 
     /// One pass over the key's groups without the lock, choosing at `now` with tier 0's
@@ -244,7 +244,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         (rate, denial_converts): (Option<Gcra>, bool),
         stored: &mut Stored,
         f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
-    ) -> Option<Placed<R>> {
+    ) -> Option<Applied<R>> {
         let shard = &self.shards[loc.shard];
         let _guard = self.claims.of(fp).lock();
         // A reclaim may have happened since the caller's scan.
@@ -258,38 +258,38 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     .update((i, loc.shard), fp, w, now, (rate, denial_converts), f)
                     .map(|(r, s)| {
                         *stored = s;
-                        Placed::Stored(r)
+                        Applied::Stored(r)
                     })
             }
         };
         let (next, fresh) = f(0, now);
         let Some(next) = next else {
             // The transition writes nothing for a fresh key after all.
-            return Some(Placed::Absent(fresh));
+            return Some(Applied::Absent(fresh));
         };
         if let Some(target) = scan.target() {
             self.replace(loc.shard, fp, rate, now, next, target, stored)?;
             if fp_of(target.1) != 0 {
                 self.counts.event(Event::IdleReclaim);
             }
-            return Some(Placed::Stored(fresh));
+            return Some(Applied::Stored(fresh));
         }
         match self.on_full {
             OnFull::Evict => {
                 self.replace(loc.shard, fp, rate, now, next, scan.victim()?, stored)?;
                 self.counts.event(Event::Eviction);
-                Some(Placed::Stored(fresh))
+                Some(Applied::Stored(fresh))
             }
             OnFull::Deny => {
                 self.counts.event(Event::Refused);
                 let params = self.params.get(0);
-                Some(Placed::Refused(
+                Some(Applied::Refused(
                     scan.refusal(params.burst(), now).with_limit(params.limit()),
                 ))
             }
             OnFull::Allow => {
                 self.counts.event(Event::Untracked);
-                Some(Placed::Untracked(fresh))
+                Some(Applied::Untracked(fresh))
             }
         }
     }

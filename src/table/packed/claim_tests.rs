@@ -5,13 +5,14 @@
 
 use super::Ranked;
 use crate::algorithm::packed::PackedAlgorithm;
-use crate::algorithm::{Algorithm, Params};
+use crate::algorithm::Params;
+use crate::quota::Algorithm;
+use crate::quota::Quota;
 use crate::sync::Ordering;
 use crate::table::claim::OnFull;
 use crate::table::generation;
 use crate::table::geometry::Geometry;
 use crate::table::packed::{fp_of, state_of, PackedTable};
-use crate::Quota;
 
 const MS: u64 = 1_000_000;
 /// The first reading of the comparisons: entries installed from 0 to 3 s are live or idle.

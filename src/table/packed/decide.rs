@@ -1,11 +1,11 @@
 //! A packed table's decision: the lock-free fast path (the key present, or a new key
 //! taking an empty slot) and the slow path through the whole protocol.
 
-use super::{fp_of, pack, state_of, PackedTable, Placed, Scan, FULL, MOVED};
+use super::{fp_of, pack, state_of, Applied, PackedTable, Scan, FULL, MOVED};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::{Classed, PackedAlgorithm, Step};
 use crate::decision::Decision;
-use crate::sync::{fast_path, Fast, Ordering};
+use crate::sync::{fast_path, HitPath, Ordering};
 use crate::table::generation;
 
 impl<A: PackedAlgorithm> PackedTable<A> {
@@ -26,8 +26,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         // The fast path: the key is present and its slot keeps it. The loop computes
         // only the next state; the decision is computed once, from the state the
         // winning compare-and-swap replaced (the step is pure). Carrying the 40-byte
-        // decision through the loop kept it in memory and stalled store forwarding
-        // (39 ns instead of 28 ns per keyed check).
+        // decision through the loop kept it in memory and stalled store forwarding.
         // The table is generic over the algorithm, so the loop holds only its values;
         // a bucket in a table of several rates compares classes on a hit (`Classed`).
         // On a CPU without the inline 16-byte operations (`machine::fast_path`), every
@@ -58,7 +57,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     #[inline(always)]
     fn decide_found(
         &self,
-        fast: Fast,
+        fast: HitPath,
         h: u64,
         now: &impl Fn() -> u64,
         cost: u32,
@@ -81,9 +80,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 // an empty slot, here without its generic machinery. The reading is the
                 // one taken before the scan, raised to the newest reclaim in the shard
                 // (the floor of the protocol, read after the scan): never older than a
-                // reclaim, as `run_from`'s. A second clock reading here cost a new key
-                // about 6 ns (first fill of 1,000,000 keys: 46 -> 40 ns per decision
-                // without it). A lost race goes the whole way round.
+                // reclaim, as `run_from`'s: one clock reading per new key instead of
+                // two. A lost race goes the whole way round.
                 // In a table of several rates the class written is registered first, as
                 // in `run_from` (a class being retired, or given to another rate since
                 // these parameters were read: the slow path, which starts over).
@@ -215,12 +213,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         })?;
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
-            Placed::Absent((state, t)) => return Some(params.decision(state, t, cost)),
-            Placed::Stored((state, t)) | Placed::Untracked((state, t)) => {
+            Applied::Absent((state, t)) => return Some(params.decision(state, t, cost)),
+            Applied::Stored((state, t)) | Applied::Untracked((state, t)) => {
                 params.decision(state, t, cost)
             }
             // Refused under the deciding tier's policy (the table's is tier 0's).
-            Placed::Refused(d) => d.with_policy(params.limit(), params.burst()),
+            Applied::Refused(d) => d.with_policy(params.limit(), params.burst()),
         };
         self.counts.count(cost, &d);
         Some(d)

@@ -67,8 +67,8 @@ use super::geometry::{Geometry, MAX_KEYS};
 use super::tiers::Tiers;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
+use crate::decision::Decision;
 use crate::sync::{advise_huge_pages, AtomicU128, Ordering};
-use crate::Decision;
 use crossbeam_utils::CachePadded;
 use rates::Rates;
 use scan::Scan;
@@ -94,7 +94,7 @@ pub(super) fn pack(fp: u64, state: u64) -> u128 {
 
 /// Where a transition run by a keyed table (`run_booked`) took effect.
 #[derive(Debug)]
-pub(crate) enum Placed<R> {
+pub(crate) enum Applied<R> {
     /// On the key's stored state (found, or inserted).
     Stored(R),
     /// The key is not in the table and nothing was inserted: the result of the
@@ -109,7 +109,7 @@ pub(crate) enum Placed<R> {
 
 /// The key word a run left in the key's slot, and the shard epoch of the install when
 /// the run installed the key (0 when it updated a state already there): what a
-/// booking's [`Origin::Slot`](crate::reservation::Origin) is made of.
+/// booking's [`Origin::Slot`](crate::algorithm::booking::Origin) is made of.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Stored {
     /// The key word (tag, class, generation).
@@ -200,13 +200,13 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         mut tiers: Vec<A>,
         on_full: OnFull,
         stats: bool,
-    ) -> Result<Self, crate::ConfigError> {
+    ) -> Result<Self, crate::error::ConfigError> {
         let rates = Rates::new(&mut tiers)?;
         let n = geo.slots().div_ceil(4);
         let mut lines = Vec::new();
         lines
             .try_reserve_exact(n)
-            .map_err(|_| crate::ConfigError::InvalidCapacity {
+            .map_err(|_| crate::error::ConfigError::InvalidCapacity {
                 requested: geo.max_keys(),
                 max: MAX_KEYS,
             })?;

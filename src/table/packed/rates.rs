@@ -44,9 +44,9 @@
 use super::{fp_of, pack, PackedTable};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::packed::PackedAlgorithm;
+use crate::error::ConfigError;
 use crate::sync::{AtomicU64, Ordering};
 use crate::table::generation;
-use crate::ConfigError;
 
 /// Rate classes per table.
 pub(crate) const CLASSES: usize = 16;
@@ -193,9 +193,14 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::TooManyRates`](crate::ConfigError::TooManyRates) when every
+    /// [`ConfigError::TooManyRates`](crate::error::ConfigError::TooManyRates) when every
     /// class is in use by a tier.
-    pub(crate) fn classify(&self, tier: usize, p: A, now: u64) -> Result<A, crate::ConfigError> {
+    pub(crate) fn classify(
+        &self,
+        tier: usize,
+        p: A,
+        now: u64,
+    ) -> Result<A, crate::error::ConfigError> {
         let mut p = self.pick_class(tier, p, now)?;
         let Some(g) = p.gcra_mut() else {
             return Ok(p);
@@ -217,7 +222,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     }
 
     /// [`classify`](Self::classify)'s choice of class.
-    fn pick_class(&self, tier: usize, mut p: A, now: u64) -> Result<A, crate::ConfigError> {
+    fn pick_class(&self, tier: usize, mut p: A, now: u64) -> Result<A, crate::error::ConfigError> {
         let Some(g) = p.gcra_mut() else {
             return Ok(p);
         };
@@ -265,7 +270,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         let c = self
             .rates()
             .unused()
-            .ok_or(crate::ConfigError::TooManyRates {
+            .ok_or(crate::error::ConfigError::TooManyRates {
                 rates: CLASSES + 1,
                 max: CLASSES,
             })?;

@@ -93,9 +93,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             // together and the match picked without a branch on which of the two
             // holds it. For a random stream over the keys of a table the caches hold,
             // that branch (and the one on whether the first slot is the key's) went
-            // either way at random, a mispredicted jump on about half the decisions:
-            // at 1,000 keys 20.5 -> 17.4 ns per hit, for 14 more instructions and
-            // +1.1 ns on a hot key (the second load), against one slot at a time.
+            // either way at random, a mispredicted jump on about half the decisions;
+            // the price is a second load on a hot key, against one slot at a time.
             // In a table larger than the caches the two loads are cache misses, and
             // the second group's is asked for first (`prefetch`) so that it overlaps
             // the first even when the branch below goes the unusual way.
@@ -108,8 +107,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 // An empty slot of the first group ends the scan before the second
                 // group's slot is read: it comes first in the key's order. A table
                 // filling up (a random stream of new keys) then waits for one cache
-                // miss per key instead of two (first fill of 1,000,000 keys: 174 ->
-                // 113 ns per decision); on a table of present keys the branch is never
+                // miss per key instead of two; on a table of present keys the branch is never
                 // taken and the second load still issues alongside the first.
                 if fp_of(wa) == 0 {
                     return Scan::Absent {

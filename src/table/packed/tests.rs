@@ -1,8 +1,9 @@
 //! The packed table's own tests (the protocol's corner cases; the limiters' suites
 //! test it through the public API).
 use super::*;
-use crate::algorithm::{Algorithm, Params};
-use crate::Quota;
+use crate::algorithm::Params;
+use crate::quota::Algorithm;
+use crate::quota::Quota;
 
 const SECOND: u64 = 1_000_000_000;
 

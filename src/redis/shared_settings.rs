@@ -1,12 +1,12 @@
 //! The builder settings both Redis limiters share, written once: where Redis is
-//! (`url`, `connection`), the key prefix and the call timeout. [`target_knobs!`]
+//! (`url`, `connection`), the key prefix and the call timeout. [`shared_settings!`]
 //! writes them into a builder that has the fields `target: Target`, `prefix: String`
 //! and `timeout: Duration`; each builder keeps its own settings beside them.
 
 /// Writes `url`, `connection`, `prefix` and `timeout` into `$builder`, whose limiter is
 /// `$limiter` (named in the examples) running `$algorithm`; `$connection_doc` says
 /// what the limiter does with a Cluster connection.
-macro_rules! target_knobs {
+macro_rules! shared_settings {
     ($builder:ident, $limiter:literal, $algorithm:literal, $connection_doc:literal) => {
         impl $builder {
             /// Connects to the Redis at `url` (`redis://host:port/db`) when built.
@@ -86,4 +86,4 @@ macro_rules! target_knobs {
         }
     };
 }
-pub(crate) use target_knobs;
+pub(crate) use shared_settings;
