@@ -364,7 +364,13 @@ impl Entries {
                 e.future = false;
             }
         }
-        self.now = self.v.iter().filter(|e| !e.future).map(|e| e.ts).max().unwrap_or(0);
+        self.now = self
+            .v
+            .iter()
+            .filter(|e| !e.future)
+            .map(|e| e.ts)
+            .max()
+            .unwrap_or(0);
     }
 
     /// The sliding window's weighted count at `t`: `prev·(P − e) + curr·P` (requests ×
