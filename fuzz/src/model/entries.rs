@@ -90,8 +90,12 @@ impl Entries {
             return Some(self.held);
         }
         let m = self.newest()?;
+        // A window's state records its window, not the time within it: a reading behind
+        // the newest entry but in its window is decided there (clock-back-window), and only
+        // a booking into a later window is pending.
         Some(match p.algo {
             Algo::Sliding => (m / p.period * p.period).max(self.held),
+            Algo::Fixed => m / p.period * p.period,
             _ => m,
         })
     }
