@@ -120,8 +120,11 @@ impl Table {
         let missing = Lim::fresh_at(self.algo, self.floor.max(t));
         match self.keys.get(&key) {
             Some(Some(l)) if !new => vec![l.clone(), missing],
-            Some(Some(_)) if t < self.floor => vec![Lim::new(self.algo), missing],
-            Some(Some(_)) => vec![Lim::new(self.algo)],
+            // Found idle: decided on its own state, which says nothing at the reading
+            // (as a fresh key's) unless the reading is older than it (clock-back-window: a
+            // window that counts nothing still decides a reading behind it in its window).
+            Some(Some(l)) if t < self.floor => vec![l.clone(), missing],
+            Some(Some(l)) => vec![l.clone()],
             _ => vec![missing],
         }
     }
@@ -144,7 +147,7 @@ impl Table {
     /// The state `key` decides with: its own, or a fresh one when idle (an idle entry
     /// "decides exactly as a fresh key would").
     pub fn state_for(&mut self, key: u64, t: u128) -> Option<&mut Lim> {
-        if self.is_new(key, t) {
+        if self.is_new(key, t) && !matches!(self.keys.get(&key), Some(Some(_))) {
             let f = self.fresh();
             self.keys.insert(key, Some(f));
         }
