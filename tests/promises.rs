@@ -718,9 +718,9 @@ fn a_sliding_log_reservation_read_behind_books_at_the_states_time() {
 /// Issue 37, the sliding log read behind: a booking rolled back or cancelled at a
 /// reading behind the log's newest entry leaves the log as the bookings left it, not
 /// marked booked ahead (which queued every request until the clock passed the newest
-/// entry): a `check_all` denied by another limit, a cancelled reservation, on a single
-/// limiter, a keyed one and a tier; a reservation that was pending is again after its
-/// successor is cancelled.
+/// entry): a `check_all` denied by another limit, a cancelled reservation (due at the
+/// time it is logged at), on a single limiter, a keyed one and a tier; a reservation
+/// that was pending is again after its successor is cancelled.
 #[test]
 fn a_sliding_log_given_back_behind_its_newest_entry_is_not_marked_booked() {
     let q = Quota::new(8, Duration::from_secs(3_600));
@@ -756,7 +756,11 @@ fn a_sliding_log_given_back_behind_its_newest_entry_is_not_marked_booked() {
         keyed.reserve(&1, 2, Duration::from_secs(1)).unwrap(),
         tier.reserve(&1, 2, Duration::from_secs(1)).unwrap(),
     ];
+    // Booked at once at the state's time, 50 ms: due then, so a cancel read before
+    // it gives back.
+    clock.set(Duration::from_millis(20));
     for r in bookings {
+        assert_eq!(r.wait_time(), Duration::ZERO);
         r.cancel();
     }
     let peeks = [one.peek(), keyed.peek(&1), tier.peek(&1)];
