@@ -199,4 +199,6 @@ fn a_log_given_back_behind_its_newest_entry_gives_what_the_states_time_holds() {
         ],
         [1; 3]
     );
+    // Decided at the state's time still: the entries of 1000 ms had left the window.
+    assert_eq!(left(), [(true, 3); 3]);
 }

@@ -132,10 +132,26 @@ impl SlidingLog {
             cost.min(held)
         };
         if given > 0 {
+            let state_time = ring.newest;
             ring.head = ring.wrap(len - given) as u32;
             for i in 0..given {
                 let idx = ring.wrap(i);
                 ring.ts.set(idx, ring::EMPTY);
+            }
+            // What had left the window at the state's time never counts again under the
+            // period in force (the Redis log drops it too): cleared, the older entries
+            // the newest falls back to decide a reading behind the state's time as the
+            // state's time would. The expired ones are the oldest, after the never-used
+            // ones.
+            for i in 0..len {
+                let idx = ring.wrap(i);
+                let ts = ring.ts.get(idx);
+                if ts != ring::EMPTY {
+                    if !self.expired(ts, state_time) {
+                        break;
+                    }
+                    ring.ts.set(idx, ring::EMPTY);
+                }
             }
             ring.newest = ring.entry(len - 1);
             ring.booked = false;
