@@ -294,6 +294,7 @@ fn part(booking: &Booking, held: u32, given: u32, m: u32) -> Booking {
             prior,
             writes,
             future,
+            booked,
             overdrawn,
             ..
         } => {
@@ -315,6 +316,7 @@ fn part(booking: &Booking, held: u32, given: u32, m: u32) -> Booking {
                 prior,
                 writes: *writes,
                 future: *future,
+                booked: *booked,
                 overdrawn: *overdrawn,
                 // What of the charge is still held after this part.
                 rest: end - m,

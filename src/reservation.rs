@@ -91,12 +91,19 @@ impl<'a> Reservation<'a> {
         key: u64,
         origin: Origin,
     ) -> Self {
+        // Due when it may proceed; a log booking at the time it is logged at, which is
+        // later than a reading behind the log's newest entry that proceeds at once (the
+        // clock stepped back: decided at the state's time).
+        let due = match booked.booking {
+            Booking::Log { at, .. } => at.max(now + booked.wait),
+            _ => now + booked.wait,
+        };
         let ticket = (booked.booking != Booking::Nothing).then_some(Ticket {
             ledger,
             key,
             booking: booked.booking,
             origin,
-            due: now + booked.wait,
+            due,
         });
         Reservation {
             wait: Duration::from_nanos(booked.wait),

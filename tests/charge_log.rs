@@ -2,7 +2,7 @@
 //! log's charges given back, and the sliding window's bound on what a charge may owe.
 
 use std::time::Duration;
-use tollgate::{Algorithm, ManualClock, Quota, RateLimiter};
+use tollgate::{Algorithm, KeyedRateLimiter, ManualClock, Quota, RateLimiter};
 
 fn limiter(a: Algorithm, limit: u32) -> (RateLimiter<ManualClock>, ManualClock) {
     let clock = ManualClock::new();
@@ -106,4 +106,99 @@ fn a_log_overdraft_given_back_in_part_stays_the_last_write() {
     earlier.give_back(2);
     // 2 of the overdraft are held (the log may keep more: it cannot tell them apart).
     assert!(remaining(&l) <= 1, "remaining {}", remaining(&l));
+}
+
+/// Issue 37 (the sliding log read behind, found by the backward clock steps of item 9):
+/// a reading behind the log's newest entry, with no booking pending, is decided at the
+/// state's time. The stateless `give_back` gives back what is held then (it gave
+/// nothing, taking the newest entry for a pending booking); a charge's `give_back` at
+/// such a reading leaves the log unmarked (it was marked booked ahead, and queued every
+/// request until the clock passed its newest entry); a charge read behind is logged at
+/// the state's time and given back. On a single limiter, a keyed one and a tier.
+#[test]
+fn a_log_given_back_behind_its_newest_entry_gives_what_the_states_time_holds() {
+    let clock = ManualClock::new();
+    let q = Quota::new(5, Duration::from_millis(100));
+    let one = RateLimiter::builder(Algorithm::SlidingLog, q)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let keyed = KeyedRateLimiter::<u64, _>::builder(Algorithm::SlidingLog, q)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let tiered = KeyedRateLimiter::<u64, _>::builder(
+        Algorithm::SlidingLog,
+        Quota::new(50, Duration::from_millis(100)),
+    )
+    .tiers([q])
+    .clock(clock.clone())
+    .build()
+    .unwrap();
+    let tier = tiered.tier(1).unwrap();
+    let left = || {
+        [
+            one.peek_n(0).unwrap(),
+            keyed.peek_n(&1, 0).unwrap(),
+            tier.peek_n(&1, 0).unwrap(),
+        ]
+        .map(|d| (d.is_allowed(), d.remaining()))
+    };
+    clock.set(Duration::from_millis(50));
+    assert!(one.check_n(2).unwrap().is_allowed());
+    assert!(keyed.check_n(&1, 2).unwrap().is_allowed());
+    assert!(tier.check_n(&1, 2).unwrap().is_allowed());
+    clock.set(Duration::from_millis(40));
+    assert_eq!(
+        [
+            one.give_back(11),
+            keyed.give_back(&1, 11),
+            tier.give_back(&1, 11)
+        ],
+        [2; 3]
+    );
+    assert_eq!(left(), [(true, 5); 3]);
+    // A charge at 60 ms given back at 10 ms.
+    clock.set(Duration::from_millis(50));
+    assert!(one.check().is_allowed());
+    assert!(keyed.check(&1).is_allowed());
+    assert!(tier.check_n(&1, 1).unwrap().is_allowed());
+    clock.set(Duration::from_millis(60));
+    let mut charges = [one.charge(1), keyed.charge(&1, 1), tier.charge(&1, 1)];
+    clock.set(Duration::from_millis(10));
+    for c in &mut charges {
+        c.give_back(1);
+    }
+    assert_eq!(left(), [(true, 4); 3]);
+    assert!(one.peek().is_allowed());
+    assert!(keyed.peek(&1).is_allowed());
+    assert!(tier.peek(&1).is_allowed());
+    // A charge read at 10 ms, logged at the state's time (50 ms), given back.
+    let mut charges = [one.charge(2), keyed.charge(&1, 2), tier.charge(&1, 2)];
+    assert_eq!(left(), [(true, 2); 3]);
+    for c in &mut charges {
+        assert!(c.tracked());
+        c.give_back(2);
+    }
+    assert_eq!(left(), [(true, 4); 3]);
+    // Every slot of the ring in the window at the reading, not at the state's time: a
+    // ring of 5 holding 1000, 1000, 1090, 1090, 1150 ms read at 1080 ms holds 3 at the
+    // state's time, and gives back (a tier's ring holds its limiter's 50).
+    for (at, n) in [(1_000, 3), (1_090, 2), (1_150, 1)] {
+        clock.set(Duration::from_millis(at));
+        assert!(one.check_n(n).unwrap().is_allowed());
+        assert!(keyed.check_n(&1, n).unwrap().is_allowed());
+        assert!(tier.check_n(&1, n).unwrap().is_allowed());
+    }
+    clock.set(Duration::from_millis(1_080));
+    assert_eq!(
+        [
+            one.give_back(1),
+            keyed.give_back(&1, 1),
+            tier.give_back(&1, 1)
+        ],
+        [1; 3]
+    );
+    // Decided at the state's time still: the entries of 1000 ms had left the window.
+    assert_eq!(left(), [(true, 3); 3]);
 }

@@ -639,6 +639,166 @@ fn a_sliding_window_read_behind_a_booking_still_queues() {
     assert!(one.check().is_allowed());
 }
 
+/// A single limiter, a keyed one and a tier of a keyed one, sliding logs of `q` on
+/// `clock` (the tier's limiter allows ten times more, so that the tier decides).
+fn logs(
+    q: Quota,
+    clock: &ManualClock,
+) -> (
+    RateLimiter<ManualClock>,
+    KeyedRateLimiter<u64, ManualClock>,
+    KeyedRateLimiter<u64, ManualClock>,
+) {
+    let one = RateLimiter::builder(Algorithm::SlidingLog, q)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let tiered = KeyedRateLimiter::<u64, _>::builder(
+        Algorithm::SlidingLog,
+        Quota::new(q.limit() * 10, q.period()),
+    )
+    .tiers([q])
+    .clock(clock.clone())
+    .build()
+    .unwrap();
+    (one, keyed(Algorithm::SlidingLog, q, clock), tiered)
+}
+
+/// Issue 37 (the sliding log read behind, found by the backward clock steps of item 9):
+/// a reservation read behind the log's newest entry, with no booking pending, is
+/// decided at the state's time as `check` decides it: booked there with no wait, not
+/// made to wait for the reading to catch up. A booking for a later time still waits
+/// from the reading, on a single limiter, a keyed one and a tier.
+#[test]
+fn a_sliding_log_reservation_read_behind_books_at_the_states_time() {
+    let q = Quota::new(8, Duration::from_millis(100));
+    let clock = ManualClock::new();
+    let (one, keyed, tiered) = logs(q, &clock);
+    let tier = tiered.tier(1).unwrap();
+    clock.set(Duration::from_millis(50));
+    assert!(one.check_n(6).unwrap().is_allowed());
+    assert!(keyed.check_n(&1, 6).unwrap().is_allowed());
+    assert!(tier.check_n(&1, 6).unwrap().is_allowed());
+    clock.set(Duration::from_millis(40));
+    let at_once = [
+        one.reserve(1, Duration::ZERO),
+        keyed.reserve(&1, 1, Duration::ZERO),
+        tier.reserve(&1, 1, Duration::ZERO),
+    ];
+    for (who, r) in ["single", "keyed", "tier"].iter().zip(at_once) {
+        let r = r.unwrap_or_else(|e| panic!("{who}: {e:?}"));
+        assert_eq!(r.wait_time(), Duration::ZERO, "{who}");
+        assert_eq!(r.decision().remaining(), 1, "{who}: {:?}", r.decision());
+    }
+    // Booked at 50 ms, not ahead: a check at the same reading is admitted.
+    assert!(one.check().is_allowed());
+    assert!(keyed.check(&1).is_allowed());
+    assert!(tier.check_n(&1, 1).unwrap().is_allowed());
+    // Full: the next fits when the entries of 50 ms leave, 110 ms after the reading.
+    let later = [
+        one.reserve(1, Duration::from_secs(1)),
+        keyed.reserve(&1, 1, Duration::from_secs(1)),
+        tier.reserve(&1, 1, Duration::from_secs(1)),
+    ];
+    for (who, r) in ["single", "keyed", "tier"].iter().zip(later) {
+        let r = r.unwrap_or_else(|e| panic!("{who}: {e:?}"));
+        assert_eq!(r.wait_time(), Duration::from_millis(110), "{who}");
+    }
+    // That booking is pending: a reading behind it queues until it is due.
+    for (who, d) in [
+        ("single", one.check()),
+        ("keyed", keyed.check(&1)),
+        ("tier", tier.check_n(&1, 1).unwrap()),
+    ] {
+        assert!(!d.is_allowed(), "{who}: {d:?}");
+        assert_eq!(d.retry_after(), Some(Duration::from_millis(110)), "{who}");
+    }
+}
+
+/// Issue 37, the sliding log read behind: a booking rolled back or cancelled at a
+/// reading behind the log's newest entry leaves the log as the bookings left it, not
+/// marked booked ahead (which queued every request until the clock passed the newest
+/// entry): a `check_all` denied by another limit, a cancelled reservation (due at the
+/// time it is logged at), on a single limiter, a keyed one and a tier; a reservation
+/// that was pending is again after its successor is cancelled.
+#[test]
+fn a_sliding_log_given_back_behind_its_newest_entry_is_not_marked_booked() {
+    let q = Quota::new(8, Duration::from_secs(3_600));
+    let clock = ManualClock::new();
+    let (one, keyed, tiered) = logs(q, &clock);
+    let tier = tiered.tier(1).unwrap();
+    let wall = RateLimiter::builder(Algorithm::FixedWindow, Quota::per_hour(1))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    clock.set(Duration::from_millis(50));
+    assert!(wall.check().is_allowed());
+    assert!(one.check().is_allowed());
+    assert!(keyed.check(&1).is_allowed());
+    assert!(tier.check_n(&1, 1).unwrap().is_allowed());
+    clock.set(Duration::ZERO);
+    let (k, t) = (keyed.limit(&1), tier.limit(&1));
+    for (who, l) in [
+        ("single", &one as &dyn Limit),
+        ("keyed", &k as &dyn Limit),
+        ("tier", &t as &dyn Limit),
+    ] {
+        let d = check_all(&[l, &wall], 1).unwrap();
+        assert!(!d.is_allowed(), "{who}: {d:?}");
+    }
+    let peeks = [one.peek(), keyed.peek(&1), tier.peek(&1)];
+    for (who, d) in ["single", "keyed", "tier"].iter().zip(peeks) {
+        assert!(d.is_allowed(), "{who} after a roll-back: {d:?}");
+        assert_eq!(d.remaining(), 6, "{who} after a roll-back: {d:?}");
+    }
+    let bookings = [
+        one.reserve(2, Duration::from_secs(1)).unwrap(),
+        keyed.reserve(&1, 2, Duration::from_secs(1)).unwrap(),
+        tier.reserve(&1, 2, Duration::from_secs(1)).unwrap(),
+    ];
+    // Booked at once at the state's time, 50 ms: due then, so a cancel read before
+    // it gives back.
+    clock.set(Duration::from_millis(20));
+    for r in bookings {
+        assert_eq!(r.wait_time(), Duration::ZERO);
+        r.cancel();
+    }
+    let peeks = [one.peek(), keyed.peek(&1), tier.peek(&1)];
+    for (who, d) in ["single", "keyed", "tier"].iter().zip(peeks) {
+        assert!(d.is_allowed(), "{who} after a cancel: {d:?}");
+        assert_eq!(d.remaining(), 6, "{who} after a cancel: {d:?}");
+    }
+    assert!(one.check().is_allowed());
+    assert!(keyed.check(&1).is_allowed());
+    assert!(tier.check_n(&1, 1).unwrap().is_allowed());
+    // A pending booking stays pending when the one booked behind it is cancelled.
+    let q = Quota::new(2, Duration::from_millis(100));
+    let (one, keyed, _) = logs(q, &clock);
+    clock.set(Duration::from_millis(10));
+    assert!(one.check_n(2).unwrap().is_allowed());
+    assert!(keyed.check_n(&1, 2).unwrap().is_allowed());
+    let first = [
+        one.reserve(1, Duration::from_secs(1)).unwrap(),
+        keyed.reserve(&1, 1, Duration::from_secs(1)).unwrap(),
+    ];
+    let second = [
+        one.reserve(1, Duration::from_secs(1)).unwrap(),
+        keyed.reserve(&1, 1, Duration::from_secs(1)).unwrap(),
+    ];
+    for (f, s) in first.iter().zip(&second) {
+        assert_eq!(f.wait_time(), Duration::from_millis(100));
+        assert_eq!(s.wait_time(), Duration::from_millis(100));
+    }
+    for s in second {
+        s.cancel();
+    }
+    for (who, d) in [("single", one.check()), ("keyed", keyed.check(&1))] {
+        assert!(!d.is_allowed(), "{who}: {d:?}");
+        assert_eq!(d.retry_after(), Some(Duration::from_millis(100)), "{who}");
+    }
+    drop(first);
+}
+
 // ---------------------------------------------------------------------------------
 // Clocks for the schedules above.
 

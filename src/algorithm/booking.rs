@@ -92,8 +92,13 @@ pub(crate) enum Booking {
         prior: Overwritten,
         /// The ring's write count after the booking (see `SlidingLog::refund`).
         writes: u32,
-        /// Whether it was booked for a time after its reading.
+        /// Whether it was booked for a time after the time it was decided at (its
+        /// reading, or the state's time when the reading was older).
         future: bool,
+        /// Whether a booking for a later time was pending before it (the ring's
+        /// `booked` mark, ahead of its reading): a refund as the last write restores
+        /// the mark from this, never from the refund's reading.
+        booked: bool,
         /// The ring's `overdrawn` mark before the booking (a whole refund as the last
         /// write restores it).
         overdrawn: bool,

@@ -31,6 +31,18 @@
 //!   `promises::a_sliding_window_read_behind_an_unbooked_state_decides_at_the_states_time`,
 //!   `redis::exact::exact_fixed_window_read_behind_decides_at_the_states_time`,
 //!   `redis::exact::exact_sliding_window_read_behind_decides_at_the_states_time`.
+//! - **clock-back-log**: A sliding log decides a reading older than its newest entry at that
+//!   entry's time, unless a reservation booked that entry for a later time: a reservation
+//!   read behind is booked there with no wait when it fits (a later booking waits from the
+//!   reading), and `give_back` gives back what is held then. Whether a booking is pending is
+//!   what the bookings recorded, never inferred from a reading: a roll-back, a cancel or a
+//!   charge's give-back read behind the newest entry leaves the log pending only if it was
+//!   before the booking given back. The Redis exact mode books nothing ahead and does the
+//!   same. *Checked by*
+//!   `promises::a_sliding_log_reservation_read_behind_books_at_the_states_time`,
+//!   `promises::a_sliding_log_given_back_behind_its_newest_entry_is_not_marked_booked`,
+//!   `charge_log::a_log_given_back_behind_its_newest_entry_gives_what_the_states_time_holds`,
+//!   `redis::exact::exact_sliding_log_given_back_behind_its_newest_entry_gives_what_it_holds`.
 //! - **clock-back-booked**: Behind a window that a reservation moved the state into, nothing is
 //!   admitted before that window starts. *Checked by*
 //!   `promises::a_fixed_window_read_behind_a_booking_still_queues`,

@@ -283,3 +283,37 @@ async fn exact_sliding_window_read_behind_decides_at_the_states_time() {
     clock.set(Duration::from_millis(300));
     assert_eq!(l.check_n("k", 0).await.unwrap().remaining(), 5);
 }
+
+/// Issue 37 for the sliding log's give-back script (as the local log's): this mode books
+/// nothing ahead, so an entry later than the caller's reading is a reading behind the
+/// newest entry (the caller's clock stepped back), and `give_back` counts what is held
+/// at the newest entry's time. (It gave nothing, taking the entry for a pending booking.)
+#[tokio::test]
+async fn exact_sliding_log_given_back_behind_its_newest_entry_gives_what_it_holds() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new();
+    let l = &instances(
+        &server,
+        Algorithm::SlidingLog,
+        Quota::new(5, Duration::from_millis(100)),
+        "behind-log",
+        Some(&clock),
+        1,
+    )
+    .await[0];
+    clock.set(Duration::from_millis(50));
+    assert!(l.check_n("k", 2).await.unwrap().is_allowed());
+    clock.set(Duration::from_millis(60));
+    assert!(l.check("k").await.unwrap().is_allowed());
+    clock.set(Duration::from_millis(40));
+    assert_eq!(l.give_back("k", 2).await.unwrap(), 2);
+    let d = l.check_n("k", 0).await.unwrap();
+    assert!(d.is_allowed(), "{d:?}");
+    assert_eq!(d.remaining(), 4, "{d:?}");
+    // Read behind a newest entry it holds alone.
+    clock.set(Duration::from_millis(160));
+    assert!(l.check("k").await.unwrap().is_allowed());
+    clock.set(Duration::from_millis(100));
+    assert_eq!(l.give_back("k", 5).await.unwrap(), 1);
+    assert_eq!(l.check_n("k", 0).await.unwrap().remaining(), 5);
+}

@@ -56,6 +56,7 @@ impl SlidingLog {
         }
         let prior = overwritten(ring, logged);
         let overdrawn = ring.overdrawn;
+        let pending = ring.pending(reading);
         // Past what was left, the charge overwrites entries still in the window.
         let live = self.over_ring(ring.len()).active(ring, at);
         ring.mark(live + logged > ring.len());
@@ -81,14 +82,16 @@ impl SlidingLog {
         };
         // Behind a pending booking for a later time (logged at its time), the charge
         // cannot be given back: the booking's own cancel may be, and the two would
-        // each write back what only one of them knows.
-        let booking = if logged > 0 && at == reading {
+        // each write back what only one of them knows. A reading behind the newest
+        // entry with none pending is decided at the state's time, and is given back.
+        let booking = if logged > 0 && !pending {
             Booking::Log {
                 at,
                 cost: logged,
                 prior,
                 writes: ring.writes,
                 future: false,
+                booked: false,
                 overdrawn,
                 rest: 0,
             }
@@ -109,7 +112,9 @@ impl SlidingLog {
     /// whose every slot is in the window may hold an overdraft it cannot count (a charge
     /// past the ring), and gives nothing back: a charge's own
     /// [`give_back`](crate::charge::Charge::give_back) knows what it took. Nothing either while
-    /// a booking for a later time is pending (its entries are the newest).
+    /// a booking for a later time is pending (its entries are the newest: the ring's
+    /// `booked` mark says so). A reading behind the newest entry with none pending (the
+    /// clock stepped back) counts what is held at the state's time, the newest entry's.
     pub(crate) fn give_back<S: Stamps>(
         &self,
         ring: &mut Ring<S>,
@@ -117,18 +122,36 @@ impl SlidingLog {
         cost: u32,
     ) -> Reserved {
         let len = ring.len();
-        let held = self.over_ring(len).active(ring, reading);
-        let pending = ring.newest != ring::EMPTY && ring.newest > reading;
+        let pending = ring.pending(reading);
+        let held = self
+            .over_ring(len)
+            .active(ring, self.effective(ring, reading));
         let given = if pending || held >= len {
             0
         } else {
             cost.min(held)
         };
         if given > 0 {
+            let state_time = ring.newest;
             ring.head = ring.wrap(len - given) as u32;
             for i in 0..given {
                 let idx = ring.wrap(i);
                 ring.ts.set(idx, ring::EMPTY);
+            }
+            // What had left the window at the state's time never counts again under the
+            // period in force (the Redis log drops it too): cleared, the older entries
+            // the newest falls back to decide a reading behind the state's time as the
+            // state's time would. The expired ones are the oldest, after the never-used
+            // ones.
+            for i in 0..len {
+                let idx = ring.wrap(i);
+                let ts = ring.ts.get(idx);
+                if ts != ring::EMPTY {
+                    if !self.expired(ts, state_time) {
+                        break;
+                    }
+                    ring.ts.set(idx, ring::EMPTY);
+                }
             }
             ring.newest = ring.entry(len - 1);
             ring.booked = false;

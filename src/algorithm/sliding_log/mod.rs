@@ -116,7 +116,7 @@ impl SlidingLog {
     /// the window, all older ones have too.
     #[inline(always)]
     fn judge<S: Stamps>(&self, ring: &Ring<S>, reading: u64, cost: u32) -> Result<u64, Decision> {
-        if ring.booked && ring.newest > reading {
+        if ring.pending(reading) {
             return Err(self.queued(ring, reading, cost));
         }
         let now = self.effective(ring, reading);
@@ -186,6 +186,8 @@ impl SlidingLog {
     ) -> (Decision, Booking) {
         let prior = (cost > 0).then(|| overwritten(ring, cost));
         let overdrawn = ring.overdrawn;
+        // An admission is never behind a pending booking (it would be queued).
+        let booked = ring.pending(now);
         let d = self.step(ring, now, cost);
         let booking = if let (true, Some(prior)) = (d.is_allowed(), prior) {
             Booking::Log {
@@ -194,6 +196,7 @@ impl SlidingLog {
                 prior,
                 writes: ring.writes,
                 future: false,
+                booked,
                 overdrawn,
                 rest: 0,
             }
@@ -247,6 +250,11 @@ impl SlidingLog {
     /// reading (or the newest entry, if later), or when the `cost`-th oldest entry
     /// leaves the window. Entries stay in order, so later requests are served after
     /// this one. `Err(wait)` when that is more than `max_wait` after the reading.
+    ///
+    /// A reading behind the newest entry with no booking pending (the clock stepped
+    /// back) is decided at the newest entry's time, as [`step`](Self::step) decides
+    /// it: booked then when it fits, with no wait; a booking for a later time waits
+    /// from the reading, never too early for its caller.
     pub(crate) fn reserve<S: Stamps>(
         &self,
         ring: &mut Ring<S>,
@@ -254,6 +262,7 @@ impl SlidingLog {
         cost: u32,
         max_wait: u64,
     ) -> Reserved {
+        let pending = ring.pending(reading);
         let now = self.effective(ring, reading);
         let nth_oldest = self.nth(ring, cost - 1);
         let at = if self.expired(nth_oldest, now) {
@@ -261,7 +270,10 @@ impl SlidingLog {
         } else {
             nth_oldest + self.period
         };
-        let wait = at - reading;
+        // Behind a pending booking, `now` is that booking's time, not a time the state
+        // was decided at: this one is booked ahead too.
+        let future = pending || at > now;
+        let wait = if future { at - reading } else { 0 };
         if let Some(late) = super::booking::Late::check(wait, max_wait, at, reading) {
             return Err(late);
         }
@@ -273,7 +285,7 @@ impl SlidingLog {
         }
         ring.head = ring.wrap(cost) as u32;
         ring.newest = at;
-        ring.booked = at > reading;
+        ring.booked = future;
         ring.writes = ring.writes.wrapping_add(1) & ring::WRITES;
         let active = self.active(ring, at);
         let decision = Decision::allow(self.limit, self.limit - active, self.period, 0);
@@ -282,7 +294,8 @@ impl SlidingLog {
             cost,
             prior,
             writes: ring.writes,
-            future: at > reading,
+            future,
+            booked: pending,
             overdrawn,
             rest: 0,
         };
@@ -384,7 +397,7 @@ impl SlidingLog {
     /// A binary search of the ring (call under the ring's lock).
     pub(crate) fn evict_rank<S: Stamps>(&self, ring: &Ring<S>, now: u64, idle_at: u64) -> u128 {
         let mut used = u128::from(self.active(ring, now));
-        if ring.booked && ring.newest > now {
+        if ring.pending(now) {
             used |= 1 << 32;
         }
         (used << 64) | u128::from(idle_at)

@@ -28,6 +28,7 @@ impl SlidingLog {
             ref prior,
             writes,
             future,
+            booked,
             overdrawn,
             rest,
         } = *booking
@@ -77,7 +78,13 @@ impl SlidingLog {
             ring.ts.set(idx, was);
         }
         ring.newest = ring.entry(len - 1);
-        ring.booked = ring.newest != EMPTY && ring.newest > now;
+        // The mark says what the bookings did: as the last write, the one from before
+        // it (a booking pending then is again; this one's own mark goes); after other
+        // writes of its instant, theirs. A reading behind the newest entry (the clock
+        // stepped back) is no booking. Once the refund's reading has reached the newest
+        // entry, the state has too: nothing is pending there any more.
+        let mark = if last { booked } else { ring.booked };
+        ring.booked = mark && ring.newest != EMPTY && ring.newest > now;
         if last && rest == 0 {
             // The write before it is the last again, with the mark it left.
             ring.writes = ring.writes.wrapping_sub(1) & ring::WRITES;

@@ -56,8 +56,11 @@ pub(crate) struct Ring<S: Stamps = Box<[u64]>> {
     pub(super) head: u32,
     /// The newest timestamp ever logged (EMPTY if none): the state's time.
     pub(super) newest: u64,
-    /// Whether `newest` was booked by a reservation for a time after its reading:
+    /// Whether `newest` was booked by a reservation for a time after the time it was
+    /// decided at (its reading, or the state's time when the reading was older):
     /// requests read before it queue behind it instead of being decided at its time.
+    /// Set only by what the bookings did (a reservation, a refund restoring the mark
+    /// its booking recorded), never inferred from a reading.
     pub(super) booked: bool,
     /// How many writes (admissions and bookings) the ring has taken, less those given
     /// back, modulo 2^31: a booking that records it after its own write is the last
@@ -185,6 +188,15 @@ impl<S: Stamps> Ring<S> {
     #[inline]
     pub(super) fn mark(&mut self, overdrew: bool) {
         self.overdrawn |= overdrew;
+    }
+
+    /// Whether a booking for a later time is pending at `reading`: the newest entry
+    /// was booked ahead of the time it was decided at, and `reading` is before it. Only
+    /// the mark tells that from a reading behind the newest entry (the clock stepped
+    /// back), which is decided at the newest entry's time instead.
+    #[inline]
+    pub(super) fn pending(&self, reading: u64) -> bool {
+        self.booked && self.newest > reading
     }
 
     /// The `i`-th oldest entry.

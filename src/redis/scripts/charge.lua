@@ -267,14 +267,16 @@ end
 -- SlidingLog: the newest active entries leave the log, exactly, while some of its
 -- newest `limit` entries (all the local ring holds) are out of the period or missing;
 -- when all of those are in it, the log may hold an overdraft it could not count (a
--- charge past the limit) and gives nothing back, as the local ring. Nothing either
--- while the newest entry is later than the reading.
+-- charge past the limit) and gives nothing back, as the local ring. This mode books
+-- nothing ahead, so an entry later than the reading is no pending booking but a reading
+-- behind the newest entry (the caller's clock stepped back): counted at the newest
+-- entry's time, as every decision is.
 local function sliding_log_give_back(key, now, n, _, p, limit)
   local newest = log_newest(key, p)
-  if not newest or newest > now then
+  if not newest then
     return 0
   end
-  local active = log_active(key, now, p, limit)
+  local active = log_active(key, math.max(now, newest), p, limit)
   if active >= limit then
     return 0
   end
