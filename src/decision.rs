@@ -151,8 +151,22 @@ impl Decision {
     /// that caller sees it: every wait it reports (`reset_after`, `retry_after`,
     /// `delay`) measured from the reading, so never too early for that caller. A wait
     /// of zero stays zero: nothing is held. Saturating: a lag cannot wrap a wait.
+    ///
+    /// The lag is zero but for a missing key (or a request that started over): the
+    /// shift is out of line, so that a hit path that passes a lag carries one compare.
     #[inline]
-    pub(crate) const fn lagged(mut self, lag: u64) -> Self {
+    pub(crate) fn lagged(self, lag: u64) -> Self {
+        if lag == 0 {
+            self
+        } else {
+            self.shifted(lag)
+        }
+    }
+
+    /// [`lagged`](Self::lagged) for a nonzero `lag`.
+    #[cold]
+    #[inline(never)]
+    fn shifted(mut self, lag: u64) -> Self {
         if self.reset_after_ns != 0 {
             self.reset_after_ns = self.reset_after_ns.saturating_add(lag);
         }

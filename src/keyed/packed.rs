@@ -2,7 +2,7 @@
 //! every packed algorithm `A`.
 
 use crate::algorithm::booking::Origin;
-use crate::algorithm::booking::{Book, Booking};
+use crate::algorithm::booking::{Book, Booked, Booking, Late};
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::Params;
 use crate::decision::Decision;
@@ -75,8 +75,12 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
                 params.gcra(),
                 false,
                 |state, t, lag| {
-                    let (next, r) = params.book(state, t, n, how.behind(lag));
-                    (next, how.seen_behind(r, t, lag))
+                    if lag == 0 {
+                        let (next, r) = params.book(state, t, n, how);
+                        (next, r.map(|b| (b, t)))
+                    } else {
+                        booked_behind(params, (state, t, lag), n, how)
+                    }
                 },
             )
         })
@@ -168,6 +172,21 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         };
         Some((placed, origin))
     }
+}
+
+/// A booking decided at `t`, `lag` (nonzero) after the caller's reading (see
+/// `run_from`): its wait, and its bound, from the reading. Out of line: the hit path
+/// has no lag.
+#[cold]
+#[inline(never)]
+fn booked_behind<A: PackedAlgorithm>(
+    params: A,
+    (state, t, lag): (u64, u64, u64),
+    n: u32,
+    how: Book,
+) -> (Option<u64>, Result<(Booked, u64), Late>) {
+    let (next, r) = params.book(state, t, n, how.behind(lag));
+    (next, how.seen_behind(r, t, lag))
 }
 
 impl<A: PackedAlgorithm> KeyedStore for PackedTable<A> {

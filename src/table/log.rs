@@ -256,7 +256,8 @@ impl LockedTable<LogEntry> {
         self.prefetch_slots(loc);
     }
 
-    /// Runs `f` on slot `i`'s ring (locked as `e`) and stores the cursor back.
+    /// Runs `f(ring, now, lag)` on slot `i`'s ring (locked as `e`) and stores the cursor
+    /// back (`lag`: see [`run_booked`](Self::run_booked)).
     ///
     /// Always inline: out of line (as the ring's hint made it) the ring and the cursor
     /// went through memory on every decision.
@@ -265,11 +266,11 @@ impl LockedTable<LogEntry> {
         &self,
         i: usize,
         e: &mut LogEntry,
-        now: u64,
-        f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64) -> R,
+        (now, lag): (u64, u64),
+        f: &mut impl FnMut(&mut Ring<&[PlainAtomicU64]>, u64, u64) -> R,
     ) -> R {
         let mut ring = self.ext().ring(i, e.cursor);
-        let r = f(&mut ring, now);
+        let r = f(&mut ring, now, lag);
         e.cursor = ring.cursor();
         if FAR && self.beyond_caches() {
             self.ext().note(i, e.cursor);
@@ -373,7 +374,7 @@ impl LockedTable<LogEntry> {
             self.prefetch(&loc);
         }
         if let Some((i, mut held)) = self.find(fp, &(), &loc) {
-            let r = self.apply::<FAR, R>(i, &mut held.entry, now, &mut |ring, t| f(ring, t, 0));
+            let r = self.apply::<FAR, R>(i, &mut held.entry, (now, 0), &mut f);
             return (
                 Applied::Stored(r),
                 Origin::Entry {
@@ -407,7 +408,7 @@ impl LockedTable<LogEntry> {
                 return (Applied::Refused(d), Origin::Entry { gen: 0 });
             }
         };
-        let r = self.apply::<FAR, R>(i, &mut held.entry, now, &mut |ring, t| f(ring, t, lag));
+        let r = self.apply::<FAR, R>(i, &mut held.entry, (now, lag), &mut f);
         (
             Applied::Stored(r),
             Origin::Entry {
@@ -432,7 +433,7 @@ impl LockedTable<LogEntry> {
         let loc = self.geo().locate(h);
         if let Some((i, mut held)) = self.find(fingerprint(h), &(), &loc) {
             if held.entry.gen == gen {
-                self.apply::<true, ()>(i, &mut held.entry, now, &mut f);
+                self.apply::<true, ()>(i, &mut held.entry, (now, 0), &mut |ring, t, _| f(ring, t));
             }
         }
     }
