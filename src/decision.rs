@@ -151,22 +151,8 @@ impl Decision {
     /// that caller sees it: every wait it reports (`reset_after`, `retry_after`,
     /// `delay`) measured from the reading, so never too early for that caller. A wait
     /// of zero stays zero: nothing is held. Saturating: a lag cannot wrap a wait.
-    ///
-    /// The lag is zero but for a missing key (or a request that started over): the
-    /// shift is out of line, so that a hit path that passes a lag carries one compare.
     #[inline]
-    pub(crate) fn lagged(self, lag: u64) -> Self {
-        if lag == 0 {
-            self
-        } else {
-            self.shifted(lag)
-        }
-    }
-
-    /// [`lagged`](Self::lagged) for a nonzero `lag`.
-    #[cold]
-    #[inline(never)]
-    fn shifted(mut self, lag: u64) -> Self {
+    pub(crate) const fn lagged(mut self, lag: u64) -> Self {
         if self.reset_after_ns != 0 {
             self.reset_after_ns = self.reset_after_ns.saturating_add(lag);
         }
@@ -177,6 +163,22 @@ impl Decision {
             self.delay_ns = self.delay_ns.saturating_add(lag);
         }
         self
+    }
+
+    /// [`lagged`](Self::lagged) for a path where the lag is almost always zero (a hit
+    /// path that passes one): one compare inline, the shift out of line.
+    #[inline]
+    pub(crate) fn lagged_rarely(self, lag: u64) -> Self {
+        #[cold]
+        #[inline(never)]
+        fn shift(d: Decision, lag: u64) -> Decision {
+            d.lagged(lag)
+        }
+        if lag == 0 {
+            self
+        } else {
+            shift(self, lag)
+        }
     }
 
     /// How many more requests of cost 1 would be admitted right now, after this one.

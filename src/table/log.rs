@@ -319,7 +319,7 @@ impl LockedTable<LogEntry> {
                 h,
                 now,
                 cost > 0,
-                |ring, t, lag| params.step(ring, t, cost).lagged(lag),
+                |ring, t, lag| params.step(ring, t, cost).lagged_rarely(lag),
                 || params.fresh(cost),
             )
             .0;
