@@ -146,6 +146,41 @@ impl Decision {
         self
     }
 
+    /// This decision, made at a time `lag` ns after the caller's reading (a keyed
+    /// table decides a missing key no earlier than the newest reclaim in its shard), as
+    /// that caller sees it: every wait it reports (`reset_after`, `retry_after`,
+    /// `delay`) measured from the reading, so never too early for that caller. A wait
+    /// of zero stays zero: nothing is held. Saturating: a lag cannot wrap a wait.
+    #[inline]
+    pub(crate) const fn lagged(mut self, lag: u64) -> Self {
+        if self.reset_after_ns != 0 {
+            self.reset_after_ns = self.reset_after_ns.saturating_add(lag);
+        }
+        if !self.allowed {
+            self.retry_after_ns = self.retry_after_ns.saturating_add(lag);
+        }
+        if self.delay_ns != 0 {
+            self.delay_ns = self.delay_ns.saturating_add(lag);
+        }
+        self
+    }
+
+    /// [`lagged`](Self::lagged) for a path where the lag is almost always zero (a hit
+    /// path that passes one): one compare inline, the shift out of line.
+    #[inline]
+    pub(crate) fn lagged_rarely(self, lag: u64) -> Self {
+        #[cold]
+        #[inline(never)]
+        fn shift(d: Decision, lag: u64) -> Decision {
+            d.lagged(lag)
+        }
+        if lag == 0 {
+            self
+        } else {
+            shift(self, lag)
+        }
+    }
+
     /// How many more requests of cost 1 would be admitted right now, after this one.
     ///
     /// # Example

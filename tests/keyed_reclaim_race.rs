@@ -96,3 +96,128 @@ fn a_reclaim_while_a_request_is_in_flight_never_gives_the_quota_back() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// A table of room for one key under `on_full` where key A's slot was reclaimed at 11 s
+/// (by C; B is live then, A the only idle entry) and the clock then set back to
+/// 10.5 s: A's next request reads 10.5 s, finds A missing and is decided at 11 s.
+fn reclaimed_at_11s_read_at_10_5s(
+    algorithm: Algorithm,
+    on_full: OnFull,
+) -> KeyedRateLimiter<u64, ManualClock> {
+    let clock = ManualClock::new();
+    let l = KeyedRateLimiter::<u64, _>::builder(algorithm, Quota::per_second(2))
+        .max_keys(1)
+        .on_full(on_full)
+        .hash_seed(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    at(&clock, 0);
+    assert!(l.check(&A).is_allowed());
+    at(&clock, 5_000);
+    assert!(l.check(&B).is_allowed());
+    at(&clock, 11_000);
+    assert!(l.check(&B).is_allowed());
+    assert!(l.check(&C).is_allowed());
+    let stats = l.stats();
+    assert_eq!(
+        (stats.idle_reclaims, stats.evictions),
+        (1, 0),
+        "{algorithm:?}"
+    );
+    at(&clock, 10_500);
+    l
+}
+
+/// What a fresh single limiter decides at the reclaim's reading, 11 s.
+fn fresh_at_11s(algorithm: Algorithm) -> RateLimiter<ManualClock> {
+    let clock = ManualClock::new();
+    at(&clock, 11_000);
+    RateLimiter::builder(algorithm, Quota::per_second(2))
+        .clock(clock)
+        .build()
+        .unwrap()
+}
+
+const LAG: Duration = Duration::from_millis(500);
+
+#[test]
+fn a_key_asked_for_behind_its_reclaim_gets_its_waits_from_its_reading() {
+    let mut failures = Vec::new();
+    for algorithm in Algorithm::ALL {
+        // A check: decided at 11 s, its reset half a second later from 10.5 s.
+        let l = reclaimed_at_11s_read_at_10_5s(algorithm, OnFull::Evict);
+        let d = l.check(&A);
+        let truth = fresh_at_11s(algorithm).check();
+        if d.is_allowed() != truth.is_allowed() || d.reset_after() < truth.reset_after() + LAG {
+            failures.push(format!(
+                "{algorithm:?} check: {d:?}, decided at 11 s it is {truth:?}, from 10.5 s its reset is {:?} later",
+                LAG
+            ));
+        }
+        // A reservation: admitted at once at 11 s (no wait), its decision's reset
+        // from 10.5 s.
+        let l = reclaimed_at_11s_read_at_10_5s(algorithm, OnFull::Evict);
+        let r = l.reserve(&A, 2, Duration::ZERO).unwrap();
+        let single = fresh_at_11s(algorithm);
+        let truth = single.reserve(2, Duration::ZERO).unwrap();
+        if r.wait_time() != truth.wait_time()
+            || r.decision().reset_after() < truth.decision().reset_after() + LAG
+        {
+            failures.push(format!(
+                "{algorithm:?} reserve: waits {:?} with {:?}; decided at 11 s it waits {:?} with {:?}",
+                r.wait_time(),
+                r.decision(),
+                truth.wait_time(),
+                truth.decision()
+            ));
+        }
+        // A charge of the whole burst: its decision (the next request denied) with
+        // its reset and its retry from 10.5 s.
+        let l = reclaimed_at_11s_read_at_10_5s(algorithm, OnFull::Evict);
+        let c = l.charge(&A, 2);
+        let single = fresh_at_11s(algorithm);
+        let truth = single.charge(2);
+        let early = |got: Option<Duration>, truth: Option<Duration>| match (got, truth) {
+            (Some(got), Some(truth)) => got < truth + LAG,
+            (got, truth) => got != truth,
+        };
+        if c.decision().reset_after() < truth.decision().reset_after() + LAG
+            || early(c.decision().retry_after(), truth.decision().retry_after())
+        {
+            failures.push(format!(
+                "{algorithm:?} charge: {:?}; decided at 11 s {:?}",
+                c.decision(),
+                truth.decision()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn a_refusal_behind_a_reclaim_says_when_the_soonest_entry_frees_up_from_the_reading() {
+    // B and C were admitted at 11 s: a bucket's entries go idle at 11.5 s, the log's
+    // at 12 s; from the reading, 10.5 s, that is 1 s and 1.5 s.
+    let mut failures = Vec::new();
+    for (algorithm, soonest) in [
+        (Algorithm::TokenBucket, Duration::from_millis(1_000)),
+        (Algorithm::SlidingLog, Duration::from_millis(1_500)),
+    ] {
+        let l = reclaimed_at_11s_read_at_10_5s(algorithm, OnFull::Deny);
+        let d = l.check(&A);
+        assert_eq!(l.stats().refused, 1, "{algorithm:?}: {d:?}");
+        if d.retry_after() != Some(soonest) {
+            failures.push(format!(
+                "{algorithm:?} check: {d:?}, the soonest entry frees up in {soonest:?}"
+            ));
+        }
+        match l.reserve(&A, 1, Duration::from_secs(10)) {
+            Err(tollgate::ReserveError::Refused { retry_after }) if retry_after == soonest => {}
+            other => failures.push(format!(
+                "{algorithm:?} reserve: {other:?}, the soonest entry frees up in {soonest:?}"
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

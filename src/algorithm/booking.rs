@@ -181,6 +181,55 @@ pub(crate) enum Book {
 }
 
 impl Book {
+    /// This booking for a transition decided `lag` ns after the caller's reading (see
+    /// [`Decision::lagged`]): a reservation's wait is measured from the reading, so it
+    /// may wait `lag` less from the time it is decided at. A wait of zero (admitted at
+    /// once, at that time) always fits.
+    #[inline]
+    pub(crate) fn behind(self, lag: u64) -> Book {
+        match self {
+            Book::Wait(max_wait) => Book::Wait(max_wait.saturating_sub(lag)),
+            other => other,
+        }
+    }
+
+    /// What a transition booked as [`behind(lag)`](Self::behind) (decided at `now`,
+    /// `lag` ns after the caller's reading), as that caller sees it: a wait, and the
+    /// decision of a booking admitted at once, measured from the reading; with the time
+    /// its wait counts from (the booking is due at that time plus its wait, as it would
+    /// be had it been decided at `now`). A wait that would have been too long reports
+    /// the wait and the bound from the reading.
+    #[inline]
+    pub(crate) fn seen_behind(
+        self,
+        r: Reserved,
+        now: u64,
+        lag: u64,
+    ) -> Result<(Booked, u64), Late> {
+        match r {
+            Ok(mut b) if b.wait > 0 => {
+                b.wait = b.wait.saturating_add(lag);
+                Ok((b, now - lag))
+            }
+            Ok(mut b) => {
+                b.decision = b.decision.lagged(lag);
+                Ok((b, now))
+            }
+            Err(late) => {
+                // `late.allowed` is the lessened bound, at most the horizon from `now`:
+                // from the reading, the caller's own bound, at most the horizon.
+                let bound = match self {
+                    Book::Wait(max_wait) => max_wait,
+                    _ => late.allowed,
+                };
+                Err(Late {
+                    wait: late.wait.saturating_add(lag),
+                    allowed: late.allowed.saturating_add(lag).min(bound),
+                })
+            }
+        }
+    }
+
     /// The cost a store checks against the burst when its parameters went stale:
     /// a charge or a give-back fits any quota.
     #[inline]

@@ -316,3 +316,75 @@ fn sliding_log_ranks_by_the_entries_in_the_period() {
         assert!(floor <= rank(r, now) && rank(r, now) <= ceiling, "{now}");
     }
 }
+
+/// A booking decided at `t`, `lag` after the caller's reading (a keyed table's missing
+/// key, raised to the reclaim floor), as that caller sees it: a wait `lag` longer, due
+/// when it would be had it been decided at `t`, the bound applied to the wait from the
+/// reading; a booking admitted at once waits nothing and its decision's reset is `lag`
+/// longer. (A fresh state, all a missing key has, never waits: these are the cases the
+/// keyed tests cannot reach.)
+#[test]
+fn a_booking_decided_behind_the_reading_waits_from_the_reading() {
+    let lag = 37;
+    for (algorithm, quota, params, period) in packed_cases() {
+        let t = 5 * period + 3;
+        let full = params
+            .next_state(0, t, params.burst())
+            .expect("the burst fits a fresh state");
+        let how = |max_wait| Book::Wait(max_wait);
+        let (_, at_t) = params.book(full, t, 1, how(u64::MAX >> 8));
+        let w = at_t.expect("no bound").wait;
+        assert!(w > 0, "{algorithm:?} {quota:?}: a full state waits");
+        let case = format!("{algorithm:?} {quota:?}, waiting {w} from {t}");
+        // Fits the bound from the reading exactly.
+        let bound = how(w + lag);
+        let (_, r) = params.book(full, t, 1, bound.behind(lag));
+        let (b, from) = bound.seen_behind(r, t, lag).expect(&case);
+        assert_eq!((b.wait, from + b.wait), (w + lag, t + w), "{case}");
+        // One ns short of it: too long, reported from the reading.
+        let bound = how(w + lag - 1);
+        let (next, r) = params.book(full, t, 1, bound.behind(lag));
+        assert_eq!(next, None, "{case}: a refused reservation writes nothing");
+        let late = bound.seen_behind(r, t, lag).expect_err(&case);
+        assert_eq!((late.wait, late.allowed), (w + lag, w + lag - 1), "{case}");
+        // A lag longer than the bound refuses every wait.
+        let bound = how(lag - 1);
+        let (_, r) = params.book(full, t, 1, bound.behind(lag));
+        let late = bound.seen_behind(r, t, lag).expect_err(&case);
+        assert_eq!((late.wait, late.allowed), (w + lag, lag - 1), "{case}");
+        // Admitted at once (a fresh state): no wait, due at `t`, the reset `lag` longer.
+        let bound = how(0);
+        let (_, r) = params.book(0, t, 1, bound.behind(lag));
+        let truth = params.book(0, t, 1, bound).1.expect(&case).decision;
+        let (b, from) = bound.seen_behind(r, t, lag).expect(&case);
+        assert_eq!((b.wait, from), (0, t), "{case}");
+        assert_eq!(
+            b.decision.reset_after().as_nanos(),
+            truth.reset_after().as_nanos() + u128::from(lag),
+            "{case}"
+        );
+    }
+}
+
+#[test]
+fn a_decision_behind_the_reading_shifts_every_wait_but_a_zero() {
+    use crate::decision::Decision;
+    let allowed = Decision::allow(5, 2, 100, 40).lagged(7);
+    assert_eq!(
+        (
+            allowed.reset_after().as_nanos(),
+            allowed.delay().as_nanos(),
+            allowed.retry_after()
+        ),
+        (107, 47, None)
+    );
+    let nothing_held = Decision::allow(5, 5, 0, 0).lagged(7);
+    assert_eq!(nothing_held, Decision::allow(5, 5, 0, 0));
+    let denied = Decision::deny(5, 0, 100, 60).lagged(7);
+    assert_eq!(
+        (denied.reset_after().as_nanos(), denied.retry_after()),
+        (107, Some(Duration::from_nanos(67)))
+    );
+    let far = Decision::deny(5, 0, u64::MAX, u64::MAX - 1).lagged(7);
+    assert_eq!(far.retry_after(), Some(Duration::from_nanos(u64::MAX)));
+}

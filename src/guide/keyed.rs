@@ -110,7 +110,7 @@
 //! other), so a key is never present twice. No step runs under the lock. A request that read
 //! the clock before its own key's slot was reclaimed (a descheduled thread, a core whose clock
 //! lags) is decided no earlier than the newest reclaim in its shard, so it never re-earns
-//! quota the old state withheld. The sliding log keeps a lock per slot. These protocols are
+//! quota the old state withheld; its waits are still measured from its own reading. The sliding log keeps a lock per slot. These protocols are
 //! model-checked with loom; the rules and their models are in [the promises](super::promises)
 //! ("Threads"), and how the table works in ARCHITECTURE.md.
 //!

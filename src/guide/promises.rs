@@ -161,7 +161,10 @@
 //!   `locked::log_same_new_key_is_installed_once`.
 //! - **reclaimed**: A request that finds its key reclaimed by a later reading is decided no
 //!   earlier than the newest reclaim in its shard: it never re-earns quota the old state
-//!   withheld. *Checked by* `keyed_reclaim_race::a_reclaim_while_a_request_is_in_flight_never_gives_the_quota_back`,
+//!   withheld. Its waits (`reset_after`, `retry_after`, a reservation's wait, a refusal's
+//!   `retry_after`) are measured from its own reading. *Checked by* `keyed_reclaim_race::a_reclaim_while_a_request_is_in_flight_never_gives_the_quota_back`,
+//!   `keyed_reclaim_race::a_key_asked_for_behind_its_reclaim_gets_its_waits_from_its_reading`,
+//!   `keyed_reclaim_race::a_refusal_behind_a_reclaim_says_when_the_soonest_entry_frees_up_from_the_reading`,
 //!   loom `table::reclaim_in_flight_never_re_earns_quota`,
 //!   `locked::model_request_in_flight_across_a_drop_decides_after_it`.
 //! - **portable**: Without the inline 16-byte atomics (`TOLLGATE_ATOMICS=portable`, or a CPU or

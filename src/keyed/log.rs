@@ -56,7 +56,10 @@ impl Store for LogTable {
             h,
             now(),
             n > 0,
-            |ring, t| params.step_booked(ring, t, n),
+            |ring, t, lag| {
+                let (d, booking) = params.step_booked(ring, t, n);
+                (d.lagged(lag), booking)
+            },
             || (params.fresh(n), Booking::Nothing),
         );
         let placed = match placed {
@@ -79,7 +82,9 @@ impl Store for LogTable {
             h,
             now(),
             how.inserts(),
-            |ring, t| params.book(ring, t, n, how).map(|b| (b, t)),
+            // Decided `lag` after the reading (see `run_booked`): its wait from the
+            // reading.
+            |ring, t, lag| how.seen_behind(params.book(ring, t, n, how.behind(lag)), t, lag),
             || {
                 let booked = Booked {
                     wait: 0,

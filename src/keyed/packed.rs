@@ -2,7 +2,7 @@
 //! every packed algorithm `A`.
 
 use crate::algorithm::booking::Origin;
-use crate::algorithm::booking::{Book, Booking};
+use crate::algorithm::booking::{Book, Booked, Booking, Late};
 use crate::algorithm::packed::PackedAlgorithm;
 use crate::algorithm::Params;
 use crate::decision::Decision;
@@ -67,10 +67,22 @@ impl<A: PackedAlgorithm> Store for PackedTable<A> {
         let reload = || self.tiers().get(tier);
         tiers::fresh(params, how.checked_cost(n), reload, A::burst, |params| {
             // A refused reservation changes nothing, not even the rate class.
-            self.run_booked(h, &now, how.inserts(), params.gcra(), false, |state, t| {
-                let (next, r) = params.book(state, t, n, how);
-                (next, r.map(|b| (b, t)))
-            })
+            // Decided `lag` after the reading (see `run_from`): its wait from the reading.
+            self.run_booked(
+                h,
+                &now,
+                how.inserts(),
+                params.gcra(),
+                false,
+                |state, t, lag| {
+                    if lag == 0 {
+                        let (next, r) = params.book(state, t, n, how);
+                        (next, r.map(|b| (b, t)))
+                    } else {
+                        booked_behind(params, (state, t, lag), n, how)
+                    }
+                },
+            )
         })
     }
 
@@ -133,10 +145,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         let mut again = true;
         let (placed, origin) = loop {
             let (placed, origin) =
-                self.run_booked(h, now, n > 0, params.gcra(), true, |state, t| {
-                    (params.next_state(state, t, n), (state, t))
+                self.run_booked(h, now, n > 0, params.gcra(), true, |state, t, lag| {
+                    (params.next_state(state, t, n), (state, t, lag))
                 })?;
-            if let Applied::Stored((state, t)) = placed {
+            if let Applied::Stored((state, t, _)) = placed {
                 if again && params.ahead(state, t) && !params.decision(state, t, n).is_allowed() {
                     again = false;
                     continue;
@@ -144,9 +156,13 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             }
             break (placed, origin);
         };
-        let outcome = |(state, t): (u64, u64)| {
+        // Its waits measured from the reading (see `run_from`).
+        let outcome = |(state, t, lag): (u64, u64, u64)| {
             let (next, d) = params.both(state, t, n);
-            (d, next.map_or(Booking::Nothing, |s| params.booking(s, n)))
+            (
+                d.lagged(lag),
+                next.map_or(Booking::Nothing, |s| params.booking(s, n)),
+            )
         };
         let placed = match placed {
             Applied::Stored(at) => Applied::Stored(outcome(at)),
@@ -156,6 +172,21 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         };
         Some((placed, origin))
     }
+}
+
+/// A booking decided at `t`, `lag` (nonzero) after the caller's reading (see
+/// `run_from`): its wait, and its bound, from the reading. Out of line: the hit path
+/// has no lag.
+#[cold]
+#[inline(never)]
+fn booked_behind<A: PackedAlgorithm>(
+    params: A,
+    (state, t, lag): (u64, u64, u64),
+    n: u32,
+    how: Book,
+) -> (Option<u64>, Result<(Booked, u64), Late>) {
+    let (next, r) = params.book(state, t, n, how.behind(lag));
+    (next, how.seen_behind(r, t, lag))
 }
 
 impl<A: PackedAlgorithm> KeyedStore for PackedTable<A> {

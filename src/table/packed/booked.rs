@@ -24,6 +24,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     ///
     /// `denial_converts`: whether a run that writes nothing still stores a state
     /// converted to `rate`'s class (a denial does; a refused reservation does not).
+    ///
+    /// `f(state, t, lag)` runs at `t`, `lag` ns after the caller's reading (see
+    /// [`run_from`](Self::run_from)): whatever waits it reports are measured from the
+    /// reading, `lag` longer than from `t`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn run_booked<R>(
         &self,
@@ -32,7 +36,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         insert: bool,
         rate: Option<Gcra>,
         denial_converts: bool,
-        mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
+        mut f: impl FnMut(u64, u64, u64) -> (Option<u64>, R),
     ) -> Option<(Applied<R>, Origin)> {
         // A present key: one compare-and-swap of the next state alone.
         if let Some(fast) = fast_path() {
@@ -70,7 +74,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         h: u64,
         now: &impl Fn() -> u64,
         rate: Option<Gcra>,
-        f: &mut impl FnMut(u64, u64) -> (Option<u64>, R),
+        f: &mut impl FnMut(u64, u64, u64) -> (Option<u64>, R),
     ) -> Result<(Applied<R>, Origin), ()> {
         if rate.is_some_and(|g| g.mixed()) {
             return Err(());
@@ -97,7 +101,8 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                 class,
                 epoch,
             };
-            let (next, r) = f(state, t);
+            // A found key is decided at the reading itself: no lag.
+            let (next, r) = f(state, t, 0);
             let Some(next) = next else {
                 return Ok((Applied::Stored(r), origin));
             };
@@ -189,6 +194,14 @@ impl<A: PackedAlgorithm> PackedTable<A> {
     /// key's reading is floored by the reclaim stamp read after the scan, and a found
     /// key's state decides any reading, a stale one only more strictly).
     ///
+    /// A transition may run at a time later than the caller's newest reading: a missing
+    /// key's is raised to the reclaim floor (here and again in a claim), and a run that
+    /// starts over never goes back to an older time. Its waits must still be measured
+    /// from that reading, never too early for the caller whose clock read it: `f`
+    /// gets the lag, `t` less the newest reading, and a refusal (built inside the
+    /// claim) is shifted by it here. This is the one place the lag is known; on the
+    /// hit path it is zero.
+    ///
     /// In a table of several rates this (and the fast path's insert into an empty
     /// slot) is how a rate class gets into a slot, so the run is registered with the
     /// rate registry (`rates::Rates::write`); `None`, with nothing written, when
@@ -201,7 +214,7 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         now: impl Fn() -> u64,
         insert: bool,
         (rate, denial_converts): (Option<Gcra>, bool),
-        mut f: impl FnMut(u64, u64) -> (Option<u64>, R),
+        mut f: impl FnMut(u64, u64, u64) -> (Option<u64>, R),
     ) -> Option<(Applied<R>, Stored)> {
         let _writing = match rate.filter(Gcra::mixed) {
             Some(g) => Some(self.rates().write(&g)?),
@@ -211,6 +224,14 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         let fp = generation::probe_word(h);
         let loc = self.geo.locate(h);
         let mut t = now();
+        // The caller's newest reading, and the time the transition last ran at: a
+        // claim's refusal is made at that time (each claim runs `f` before it refuses).
+        let reading = std::cell::Cell::new(t);
+        let ran_at = std::cell::Cell::new(t);
+        let mut f = |state: u64, at: u64| {
+            ran_at.set(at);
+            f(state, at, at.saturating_sub(reading.get()))
+        };
         loop {
             let scan = match first.take() {
                 Some(scan) => scan,
@@ -255,13 +276,21 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     } else if let Some(placed) =
                         self.claim(fp, &loc, t, (rate, denial_converts), &mut stored, &mut f)
                     {
+                        let placed = match placed {
+                            // "When the soonest entry frees up", from the reading.
+                            Applied::Refused(d) => Applied::Refused(
+                                d.lagged(ran_at.get().saturating_sub(reading.get())),
+                            ),
+                            placed => placed,
+                        };
                         return Some((placed, stored));
                     }
                 }
             }
             // Lost a race: the slot changed under us. Start over with a fresh reading
             // (never older than the one we had).
-            t = t.max(now());
+            reading.set(now());
+            t = t.max(reading.get());
         }
     }
 
@@ -274,9 +303,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
             Scan::Found(_, w) => params.decision(self.adopt(w, params.gcra(), now).0, now, cost),
             // A missing key is decided as fresh, at no older reading than a reclaim
             // (as `decide` would).
+            // Its waits measured from the reading.
             Scan::Absent { .. } => {
-                let now = self.shards[loc.shard].floor(now);
-                params.decision(0, now, cost)
+                let at = self.shards[loc.shard].floor(now);
+                params.decision(0, at, cost).lagged(at - now)
             }
         }
     }

@@ -90,9 +90,10 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     None => None,
                 };
                 let shard = &self.shards[loc.shard];
+                let reading = t;
                 let t = shard.floor(t);
                 let Some(next) = step.next_state(0, t, cost) else {
-                    return Err((e, t));
+                    return Err((e, reading));
                 };
                 return match self.slot(e).compare_exchange_fast(
                     fast,
@@ -105,11 +106,12 @@ impl<A: PackedAlgorithm> PackedTable<A> {
                     Ordering::Acquire,
                 ) {
                     Ok(_) => {
-                        let d = step.decision(0, t, cost);
+                        // Its waits measured from the reading (see `run_from`).
+                        let d = step.decision(0, t, cost).lagged(t - reading);
                         self.counts.count(cost, &d);
                         Ok(d)
                     }
-                    Err(_) => Err((MOVED, t)),
+                    Err(_) => Err((MOVED, reading)),
                 };
             }
             Scan::Absent { first_empty } => return Err((first_empty.unwrap_or(FULL), t)),
@@ -208,14 +210,17 @@ impl<A: PackedAlgorithm> PackedTable<A> {
         absent: Option<Scan>,
     ) -> Option<Decision> {
         let rate = params.gcra();
-        let (placed, _) = self.run_from(absent, h, now, cost > 0, (rate, true), |state, t| {
-            (params.next_state(state, t, cost), (state, t))
-        })?;
+        let (placed, _) =
+            self.run_from(absent, h, now, cost > 0, (rate, true), |state, t, lag| {
+                (params.next_state(state, t, cost), (state, t, lag))
+            })?;
         let d = match placed {
             // A peek (cost 0) at an absent key: it decides as fresh, uncounted.
-            Applied::Absent((state, t)) => return Some(params.decision(state, t, cost)),
-            Applied::Stored((state, t)) | Applied::Untracked((state, t)) => {
-                params.decision(state, t, cost)
+            Applied::Absent((state, t, lag)) => {
+                return Some(params.decision(state, t, cost).lagged(lag))
+            }
+            Applied::Stored((state, t, lag)) | Applied::Untracked((state, t, lag)) => {
+                params.decision(state, t, cost).lagged(lag)
             }
             // Refused under the deciding tier's policy (the table's is tier 0's).
             Applied::Refused(d) => d.with_policy(params.limit(), params.burst()),

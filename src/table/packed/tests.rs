@@ -34,7 +34,8 @@ fn hash_for(geo: &Geometry, groups: [usize; 2], seed: &mut u64) -> u64 {
 /// is idle from 11 s; 23 keys fill groups 0 and 12 at 10.9 s; C (groups 0 and
 /// 12) reclaims A's slot at 11 s; then A's request read at 10.5 s arrives, and A
 /// is drained at 11 s. A single bucket fed A's readings in order admits 4; deciding
-/// the in-flight request at 10.5 s as a fresh key admits 5.
+/// the in-flight request at 10.5 s as a fresh key admits 5. Decided at 11 s, its
+/// waits are still measured from its reading.
 #[test]
 fn an_insert_into_an_empty_slot_never_decides_before_a_reclaim() {
     let geo = Geometry::new(17, Some(1)).unwrap();
@@ -62,8 +63,11 @@ fn an_insert_into_an_empty_slot_never_decides_before_a_reclaim() {
     // C finds both its groups full and only A idle: it takes A's slot.
     assert!(decide(c, 11 * SECOND, 1));
     assert_eq!(table.totals().idle_reclaims, 1);
-    // A's request that read the clock at 10.5 s, before the reclaim.
-    admitted += u32::from(decide(a, 10_500_000_000, 1));
+    // A's request that read the clock at 10.5 s, before the reclaim: decided at 11 s
+    // (its bucket then full for half a second), its reset measured from 10.5 s.
+    let d = table.decide(a, 0, || 10_500_000_000, 1, p).unwrap();
+    assert_eq!(d.reset_after().as_nanos(), u128::from(SECOND), "{d:?}");
+    admitted += u32::from(d.is_allowed());
     while admitted < 10 && decide(a, 11 * SECOND, 1) {
         admitted += 1;
     }
