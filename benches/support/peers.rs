@@ -57,7 +57,9 @@ pub(crate) fn tollgate_quota(algorithm: tollgate::Algorithm, rate: Rate) -> toll
     use tollgate::{Algorithm, Quota};
     match (algorithm, rate.burst > 1) {
         (Algorithm::SlidingLog, true) => Quota::new(64, Duration::from_nanos(64)),
-        (Algorithm::FixedWindow, true) => Quota::new(1 << 20, Duration::from_millis(1)),
+        // The most a one-millisecond fixed window holds (its word keeps one bit to mark a
+        // booking ahead).
+        (Algorithm::FixedWindow, true) => Quota::new((1 << 20) - 1, Duration::from_millis(1)),
         (Algorithm::SlidingWindow, true) => Quota::new(1023, Duration::from_millis(1)),
         _ => rate.quota(),
     }
