@@ -75,9 +75,9 @@
 //! while Redis still ran it is sent again and counts nothing twice (tested by pausing Redis
 //! mid-sync), and a restarted Redis gets its lost counts back. A sync goes in chunks of
 //! 2,000 keys, each one round trip bounded by the timeout (on Redis Cluster, one pipeline
-//! per hash slot in the chunk, all in flight together), 100 keys per script call: about
-//! 8.5–12 µs of Redis time per key sent, so with 100,000 tracked keys of which 1 % are used
-//! per interval, about 9 ms; keys not used since the last sync cost nothing. `check` is
+//! per hash slot in the chunk, all in flight together), 100 keys per script call: a sync's
+//! Redis time grows with the keys used since the last one; keys not used since then cost
+//! nothing. `check` is
 //! synchronous and never waits on the network. `FixedWindow` and `SlidingWindow`.
 //!
 //! ```rust,no_run
@@ -102,11 +102,9 @@
 //! **Overshoot bound.** With `N` instances each receiving at most `r` requests/s for a key,
 //! sync interval `I` and Redis round-trip time `d`, one window's global count exceeds the
 //! limit by at most `3·N·r·(I + d)` (for `FixedWindow` also never more than `(N − 1)·limit`).
-//! Redis round trips per decision are at most `1/(r·I)` per instance. Measured (4 instances
-//! × 10,000 req/s on one key, limit 20,000/s, `I` = 20 ms, longest observed sync gap
-//! 21–29 ms): a worst excess of about 630 for `FixedWindow` and 535–590 for `SlidingWindow`
-//! (≈ 3 % of the limit, about a fifth of the bound), with 0.5 % Redis round trips per
-//! decision. **Failed syncs** widen `I` to the time between two successful syncs and `d` to
+//! Redis round trips per decision are at most `1/(r·I)` per instance (the measured excess
+//! against this bound, and the round trips, are in BENCHMARKS.md's method: `tests/redis`'s
+//! overshoot tests check the bound on every run). **Failed syncs** widen `I` to the time between two successful syncs and `d` to
 //! a whole sync's duration; the bound holds with those (tested: 4 instances, two of every
 //! three rounds' syncs timing out under `CLIENT PAUSE`, 140 admitted against a limit of 100
 //! and a bound of 180, and Redis then holding exactly 140).
@@ -127,7 +125,7 @@
 //! | | exact | hybrid |
 //! |---|---|---|
 //! | limit across instances | exact | limit + `3·N·r·(I + d)` at most |
-//! | cost per decision | one Redis round trip (60–90 k decisions/s through one connection on 2 cores) | a lookup in a fixed-size local table under the key's slot lock (about 10 M decisions/s measured with the earlier sharded map), one round trip per sync interval |
+//! | cost per decision | one Redis round trip | a lookup in a fixed-size local table under the key's slot lock, one round trip per sync interval |
 //! | algorithms | all five | `FixedWindow`, `SlidingWindow` |
 //! | Redis down | `Err` within the timeout, or the fallback policy | decisions go on locally; counts are kept and sent when Redis returns |
 //!
