@@ -102,8 +102,7 @@
 //! **Overshoot bound.** With `N` instances each receiving at most `r` requests/s for a key,
 //! sync interval `I` and Redis round-trip time `d`, one window's global count exceeds the
 //! limit by at most `3·N·r·(I + d)` (for `FixedWindow` also never more than `(N − 1)·limit`).
-//! Redis round trips per decision are at most `1/(r·I)` per instance (the measured excess
-//! against this bound, and the round trips, are in BENCHMARKS.md's method: `tests/redis`'s
+//! Redis round trips per decision are at most `1/(r·I)` per instance (`tests/redis`'s
 //! overshoot tests check the bound on every run). **Failed syncs** widen `I` to the time between two successful syncs and `d` to
 //! a whole sync's duration; the bound holds with those (tested: 4 instances, two of every
 //! three rounds' syncs timing out under `CLIENT PAUSE`, 140 admitted against a limit of 100
